@@ -1,0 +1,3 @@
+"""Every dialect registers its ops on import; import this package before parsing."""
+
+from . import aten, fx  # noqa: F401

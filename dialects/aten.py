@@ -1,0 +1,230 @@
+"""The aten dialect: AOTAutograd's graph. Every ATen overload is an op, resolved on demand from
+torch's own schemas; each value carries dtype, sizes, strides and device.
+
+    aten.graph @forward(%arg0_1: f32[4, 128][128, 1]cpu, %arg1_1: f32[4, 128][128, 1]cpu) {
+      %add = aten.add.Tensor(%arg0_1, %arg1_1) : f32[4, 128][128, 1]cpu
+      %sum_1 = aten.sum.dim_IntList(%add, [-1]) : f32[4][1]cpu
+      aten.output(%sum_1)
+    }
+
+Keyword-only arguments are attributes; a tuple-returning op has one result per element; callables
+outside the aten namespace (SymInt arithmetic, prims) are `aten.call @target(...)`.
+"""
+
+from __future__ import annotations
+
+import operator
+from functools import cache
+from typing import Any
+
+import torch
+import torch.fx
+from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.diagnostics import MindError
+from mind.ir.registry import Dialect, OpDef, VerifyError, lookup_op, register_dialect
+from mind.ir.types import TensorType, contiguous_strides
+
+from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
+
+
+@cache
+def overload(name: str) -> torch._ops.OpOverload | None:
+    """torch.ops.aten.<op>.<overload> for the op name `aten.<op>.<overload>`, or None."""
+    parts = name.split(".")
+    if len(parts) != 3 or parts[0] != "aten":
+        return None
+    packet = getattr(torch.ops.aten, parts[1], None)
+    if packet is None or not hasattr(packet, "overloads") or parts[2] not in packet.overloads():
+        return None
+    return getattr(packet, parts[2])
+
+
+def op_name(target: torch._ops.OpOverload) -> str:
+    return f"aten.{target._schema.name.split('::', 1)[1]}.{target._overloadname}"
+
+
+@cache
+def _resolve(name: str) -> OpDef | None:
+    target = overload(name)
+    if target is None:
+        return None
+    schema = target._schema
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    optional = len([a for a in positional if a.has_default_value()])
+    returns = [str(r.type) for r in schema.returns]
+    results = None if any(r.endswith("[]") for r in returns) else len(returns)
+    return OpDef(
+        name,
+        tuple(a.name for a in positional),
+        optional_args=optional,
+        results=results,
+        verify=_verify_overload,
+        summary=str(schema),
+    )
+
+
+def _verify_overload(op: Operation) -> None:
+    schema = overload(op.name)._schema
+    kwargs = {a.name for a in schema.arguments if a.kwarg_only}
+    unknown = [k for k in op.attrs if k not in kwargs]
+    if unknown:
+        raise VerifyError(f"'{op.name}' has no keyword argument '{unknown[0]}'", op.loc)
+    _check_result_types(op)
+
+
+def _meta_tensor(value: Value) -> torch.Tensor | None:
+    t = value.type
+    if not isinstance(t, TensorType) or not all(
+        isinstance(s, int) for s in (*t.shape, *(t.strides or ()))
+    ):
+        return None
+    return torch.empty_strided(
+        t.shape, t.strides or contiguous_strides(t.shape), dtype=t.dtype, device="meta"
+    )
+
+
+def _check_result_types(op: Operation) -> None:
+    """Run the op on meta tensors and compare dtype and sizes with the declared result types."""
+    metas = {v: _meta_tensor(v) for v in op.operands}
+    if any(m is None for m in metas.values()):
+        return
+    try:
+        out = overload(op.name)(*from_attr(op.args, metas), **from_attr(op.attrs, metas))
+    except Exception:  # no meta kernel, data-dependent output: nothing to compare against
+        return
+    outs = out if isinstance(out, tuple | list) else (out,)
+    for result, computed in zip(op.results, outs):
+        declared = result.type
+        if isinstance(computed, torch.Tensor) and isinstance(declared, TensorType):
+            if computed.dtype != declared.dtype or tuple(computed.shape) != tuple(declared.shape):
+                got = TensorType(computed.dtype, tuple(computed.shape))
+                raise VerifyError(
+                    f"type mismatch: '{op.name}' computes {got} but '%{result.name}' is declared "
+                    f"{TensorType(declared.dtype, declared.shape)}",
+                    op.loc,
+                )
+
+
+def _verify_graph(op: Operation) -> None:
+    terminator = op.body.terminator
+    if terminator is None or terminator.name != "aten.output":
+        raise VerifyError("'aten.graph' must end with 'aten.output'", op.loc)
+
+
+ATEN = register_dialect(Dialect("aten", resolve=_resolve))
+ATEN.op(
+    "graph",
+    results=0,
+    regions=1,
+    symbol=True,
+    signature=True,
+    verify=_verify_graph,
+    summary="a forward or backward graph; its arguments are the graph inputs",
+)
+ATEN.op("output", variadic=True, results=0, summary="the graph's outputs")
+ATEN.op(
+    "call",
+    variadic=True,
+    results=None,
+    symbol=True,
+    summary="a callable outside the aten namespace (SymInt arithmetic, prims)",
+)
+ATEN.op("constant", symbol=True, attrs=("data",), summary="a tensor constant, its elements inline")
+
+
+def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
+    """An ATen-level GraphModule (from AOTAutograd) as an `aten.graph` op."""
+    block = Block()
+    values: dict[torch.fx.Node, Any] = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            values[node] = block.add_arg(Value(node.name, type_of(node.meta["val"])))
+        elif node.op == "output":
+            block.append(Operation("aten.output", list(to_attr(tuple(node.args[0]), values))))
+        elif node.op == "get_attr":
+            data = getattr(gm, node.target)
+            op = Operation(
+                "aten.constant",
+                attrs={"data": data.flatten().tolist()},
+                result_types=[type_of(data)],
+                result_names=[node.name],
+                symbol=node.target,
+            )
+            values[node] = block.append(op).result
+        elif node.target is operator.getitem and isinstance(values.get(node.args[0]), tuple):
+            values[node] = values[node.args[0]][node.args[1]]
+        else:
+            values[node] = block.append(_import_call(node, values)).results
+            if len(values[node]) == 1 and not isinstance(node.meta.get("val"), tuple | list):
+                values[node] = values[node][0]
+            else:
+                values[node] = tuple(values[node])
+    return Operation("aten.graph", regions=[Region(block)], symbol=name)
+
+
+def _import_call(node: torch.fx.Node, values: dict) -> Operation:
+    val = node.meta.get("val")
+    examples = list(val) if isinstance(val, tuple | list) else [val]
+    names = [node.name] if len(examples) == 1 else _getitem_names(node, len(examples))
+    args, kwargs = to_attr(node.args, values), to_attr(dict(node.kwargs), values)
+    if isinstance(node.target, torch._ops.OpOverload) and lookup_op(op_name(node.target)):
+        return Operation(
+            op_name(node.target), list(args), kwargs, [type_of(e) for e in examples], names
+        )
+    return Operation(
+        "aten.call",
+        list(args),
+        kwargs,
+        [type_of(e) for e in examples],
+        names,
+        symbol=qualified_name(node.target),
+    )
+
+
+def _getitem_names(node: torch.fx.Node, count: int) -> list[str]:
+    names = [f"{node.name}_{i}" for i in range(count)]
+    for user in node.users:
+        if user.target is operator.getitem:
+            names[user.args[1]] = user.name
+    return names
+
+
+def export_graph(graph_op: Operation) -> torch.fx.GraphModule:
+    """An executable GraphModule that computes what the `aten.graph` op says (a reference)."""
+    graph = torch.fx.Graph()
+    root = torch.nn.Module()
+    nodes: dict[Value, torch.fx.Node] = {a: graph.placeholder(a.name) for a in graph_op.body.args}
+    for op in graph_op.body.ops:
+        if op.name == "aten.output":
+            graph.output(tuple(from_attr(op.args, nodes)))
+        elif op.name == "aten.constant":
+            root.register_buffer(op.symbol, _constant(op))
+            nodes[op.result] = graph.get_attr(op.symbol)
+        else:
+            target = resolve(op.symbol) if op.name == "aten.call" else overload(op.name)
+            if target is None:
+                raise MindError(f"'{op.name}' cannot be executed", op.loc)
+            node = graph.call_function(
+                target, tuple(from_attr(op.args, nodes)), from_attr(op.attrs, nodes)
+            )
+            node.name = (
+                op.results[0].name if len(op.results) == 1 else f"{op.results[0].name}_tuple"
+            )
+            _bind_results(graph, op, node, nodes)
+    return torch.fx.GraphModule(root, graph)
+
+
+def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nodes: dict) -> None:
+    if len(op.results) == 1 and (lookup_op(op.name).results == 1):
+        nodes[op.result] = node
+        return
+    for i, result in enumerate(op.results):
+        item = graph.call_function(operator.getitem, (node, i))
+        item.name = result.name
+        nodes[result] = item
+
+
+def _constant(op: Operation) -> torch.Tensor:
+    t: TensorType = op.result.type
+    data = torch.tensor(op.attrs["data"], dtype=t.dtype).reshape(t.shape)
+    return data.to(t.device) if t.device is not None else data

@@ -1,0 +1,119 @@
+"""The fx dialect: the graph Dynamo hands a backend, with Python-level call targets.
+
+    fx.graph @graph0 {guards = ["TENSOR_MATCH: L['a']"]} {
+      %l_a_ = fx.placeholder @L_a_() : f32[4, 128][128, 1]cpu
+      %add = fx.call_function @operator.add(%l_a_, %l_b_) : f32[4, 128][128, 1]cpu
+      %sum_1 = fx.call_method @sum(%mul) {dim = -1} : f32[4][1]cpu
+      fx.output((%sum_1,))
+    }
+
+Keyword arguments of a call are the op's attributes.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.diagnostics import MindError
+from mind.ir.registry import Dialect, VerifyError, register_dialect
+
+from .pyobjects import ALLOWED_ROOTS, from_attr, qualified_name, resolve, to_attr, type_of
+
+
+def _verify_target(op: Operation) -> None:
+    root = op.symbol.split(".", 1)[0]
+    if root not in ALLOWED_ROOTS:
+        raise VerifyError(f"call target '@{op.symbol}' is outside the allowed modules", op.loc)
+
+
+def _verify_graph(op: Operation) -> None:
+    terminator = op.body.terminator
+    if terminator is None or terminator.name != "fx.output":
+        raise VerifyError("'fx.graph' must end with 'fx.output'", op.loc)
+
+
+FX = register_dialect(Dialect("fx"))
+FX.op(
+    "graph", results=0, regions=1, symbol=True, verify=_verify_graph, summary="one captured graph"
+)
+FX.op("placeholder", symbol=True, summary="a graph input")
+FX.op("get_attr", symbol=True, summary="a module attribute (parameter, buffer, constant)")
+FX.op(
+    "call_function",
+    variadic=True,
+    args=(),
+    symbol=True,
+    verify=_verify_target,
+    summary="call a Python callable",
+)
+FX.op(
+    "call_method",
+    variadic=True,
+    args=("self",),
+    symbol=True,
+    summary="call a method on the first argument",
+)
+FX.op("call_module", variadic=True, args=(), symbol=True, summary="call a submodule")
+FX.op("output", args=("result",), results=0, summary="the graph's result")
+
+
+def import_graph(gm: torch.fx.GraphModule, name: str, guards: list[str] | None = None) -> Operation:
+    """A Dynamo GraphModule as an `fx.graph` op; types come from each node's example value."""
+    block = Block()
+    values: dict[torch.fx.Node, Value] = {}
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            block.append(Operation("fx.output", [to_attr(node.args[0], values)]))
+            continue
+        target = node.target if isinstance(node.target, str) else qualified_name(node.target)
+        example = node.meta.get("example_value", node.meta.get("val"))
+        op = Operation(
+            f"fx.{node.op}",
+            list(to_attr(node.args, values)),
+            to_attr(dict(node.kwargs), values),
+            [type_of(example)],
+            [node.name],
+            symbol=target,
+        )
+        values[node] = block.append(op).result
+    attrs = {"guards": sorted(guards)} if guards else {}
+    return Operation("fx.graph", attrs=attrs, regions=[Region(block)], symbol=name)
+
+
+def export_graph(
+    graph_op: Operation, attributes: dict[str, object] | None = None
+) -> torch.fx.GraphModule:
+    """Rebuild an executable GraphModule. `attributes` supplies the objects `get_attr` and
+    `call_module` name (the text holds their types, not their data)."""
+    attributes = dict(attributes or {})
+    graph = torch.fx.Graph()
+    nodes: dict[Value, torch.fx.Node] = {}
+    for op in graph_op.body.ops:
+        kind = op.name.split(".", 1)[1]
+        if kind == "output":
+            graph.output(from_attr(op.args[0], nodes))
+            continue
+        if kind in ("get_attr", "call_module") and op.symbol not in attributes:
+            raise MindError(
+                f"'{op.name} @{op.symbol}' needs the object it names; pass it in `attributes`",
+                op.loc,
+            )
+        target = resolve(op.symbol) if kind == "call_function" else op.symbol
+        node = graph.create_node(
+            kind,
+            target,
+            tuple(from_attr(op.args, nodes)),
+            from_attr(op.attrs, nodes),
+            op.result.name,
+        )
+        nodes[op.result] = node
+    root = torch.nn.Module()
+    for name, obj in attributes.items():
+        setattr(root, name, obj)
+    return torch.fx.GraphModule(root, graph)
+
+
+def example_inputs(graph_op: Operation) -> list:
+    """The types of the graph's placeholders, in order (what to build example inputs from)."""
+    return [op.result.type for op in graph_op.body.ops if op.name == "fx.placeholder"]

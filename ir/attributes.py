@@ -1,0 +1,85 @@
+"""Attribute values and their text: ints, floats (inf, nan), bools, strings, None, lists, tuples,
+dtypes, devices, sympy expressions, references to Python objects (`@torch.strided`) and values."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+
+from .core import Value
+from .types import Type, dtype_name, format_device
+
+
+@dataclass(frozen=True)
+class PyRef:
+    """A dotted path to a Python object (`operator.add`, `torch.strided`); resolved only through
+    an allow-list by whoever needs the object, never by evaluating text."""
+
+    path: str
+
+    def __str__(self) -> str:
+        return f"@{self.path}"
+
+
+@dataclass(frozen=True)
+class PyCall:
+    """A Python object built from arguments (`@builtins.slice(none, 2, none)`)."""
+
+    path: str
+    args: tuple
+
+
+def format_float(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    text = repr(value)
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+def format_string(value: str) -> str:
+    return json.dumps(value)
+
+
+def _format_seq(items: Any, open_: str, close: str, fmt: Callable[[Any], str]) -> str:
+    body = ", ".join(fmt(x) for x in items)
+    if open_ == "(" and len(items) == 1:
+        body += ","
+    return f"{open_}{body}{close}"
+
+
+def format_attr(value: Any, value_name: Callable[[Value], str] = lambda v: v.name) -> str:
+    """Text of an attribute value; `value_name` gives the printed name of an SSA value."""
+
+    def fmt(x: Any) -> str:
+        return format_attr(x, value_name)
+
+    for kind, printer in _PRINTERS:
+        if isinstance(value, kind):
+            return printer(value, fmt, value_name)
+    raise TypeError(f"cannot print attribute of type {type(value).__name__}: {value!r}")
+
+
+_PRINTERS: list[tuple[type | tuple[type, ...], Callable[..., str]]] = [
+    (bool, lambda v, f, n: "true" if v else "false"),
+    (int, lambda v, f, n: str(v)),
+    (float, lambda v, f, n: format_float(v)),
+    (str, lambda v, f, n: format_string(v)),
+    (type(None), lambda v, f, n: "none"),
+    (Value, lambda v, f, n: f"%{n(v)}"),
+    (list, lambda v, f, n: _format_seq(v, "[", "]", f)),
+    (tuple, lambda v, f, n: _format_seq(v, "(", ")", f)),
+    (torch.dtype, lambda v, f, n: dtype_name(v)),
+    (torch.device, lambda v, f, n: format_device(v)),
+    (sympy.Expr, lambda v, f, n: str(v)),
+    (PyRef, lambda v, f, n: str(v)),
+    (PyCall, lambda v, f, n: f"@{v.path}(" + ", ".join(f(a) for a in v.args) + ")"),
+    (Type, lambda v, f, n: f"type<{v}>"),
+]

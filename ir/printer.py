@@ -1,0 +1,86 @@
+"""The text form. One generic syntax serves every op of every dialect:
+
+    %r0, %r1 = dialect.op @symbol(arg, %value, [1, 2]) {key = value} : type0, type1 {
+      region body
+    }
+
+Ops whose definition has `signature` print their entry block's arguments in place of args:
+`aten.graph @forward(%arg0_1: f32[4, 128]) { ... }`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .attributes import format_attr
+from .core import Block, Module, Operation, Value
+from .registry import lookup_op
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+class Printer:
+    """Prints ops with unique value names: a clash gets a `_N` suffix, so the text re-parses."""
+
+    def __init__(self, indent: str = "  "):
+        self.indent = indent
+        self.names: dict[Value, str] = {}
+        self.taken: set[str] = set()
+
+    def name(self, value: Value) -> str:
+        if value not in self.names:
+            base = value.name if _IDENT.match(value.name) else "v"
+            name, n = base, 0
+            while name in self.taken:
+                n += 1
+                name = f"{base}_{n}"
+            self.taken.add(name)
+            self.names[value] = name
+        return self.names[value]
+
+    def attr(self, value) -> str:
+        return format_attr(value, self.name)
+
+    def op(self, op: Operation, depth: int = 0) -> str:
+        pad = self.indent * depth
+        opdef = lookup_op(op.name)
+        text = pad
+        if op.results:
+            text += ", ".join(f"%{self.name(r)}" for r in op.results) + " = "
+        text += op.name
+        if op.symbol is not None:
+            text += " @" + (op.symbol if _SYMBOL.match(op.symbol) else format_attr(op.symbol))
+        if opdef is not None and opdef.signature and op.regions:
+            text += "(" + ", ".join(f"%{self.name(a)}: {a.type}" for a in op.body.args) + ")"
+        elif op.args or opdef is None or opdef.args or opdef.variadic:
+            text += "(" + ", ".join(self.attr(a) for a in op.args) + ")"
+        if op.attrs:
+            text += (
+                " {"
+                + ", ".join(f"{self.key(k)} = {self.attr(v)}" for k, v in op.attrs.items())
+                + "}"
+            )
+        if op.results:
+            text += " : " + ", ".join(str(r.type) for r in op.results)
+        for region in op.regions:
+            text += " " + self.block(region.block, depth)
+        return text
+
+    def key(self, key: str) -> str:
+        return key if _IDENT.match(key) else format_attr(key)
+
+    def block(self, block: Block, depth: int) -> str:
+        lines = ["{"]
+        lines += [self.op(op, depth + 1) for op in block.ops]
+        lines.append(self.indent * depth + "}")
+        return "\n".join(lines)
+
+
+def print_op(op: Operation) -> str:
+    return Printer().op(op)
+
+
+def print_module(module: Module) -> str:
+    printer = Printer()
+    return "\n\n".join(printer.op(op) for op in module.ops) + ("\n" if module.ops else "")

@@ -1,0 +1,78 @@
+"""Parse text of any dialect into a Module. Errors come back as MindError with file:line:col."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+from lark import Lark, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from mind.ir.core import Module
+from mind.ir.diagnostics import Location, MindError
+from mind.ir.verifier import verify
+
+from .builder import Builder
+
+
+@lru_cache(maxsize=1)
+def _lark() -> Lark:
+    grammar = resources.files(__package__).joinpath("mind.lark").read_text()
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def parse(
+    text: str, filename: str = "<string>", line_offset: int = 0, verify_ir: bool = True
+) -> Module:
+    """Parse and (by default) verify. `line_offset` keeps true line numbers for split files."""
+    import mind.dialects  # noqa: F401  (registers every dialect's ops)
+
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as exc:
+        raise _syntax_error(exc, text, filename, line_offset) from None
+    module = Module(Builder(filename, text, line_offset).top_level(tree))
+    if verify_ir:
+        verify(module)
+    return module
+
+
+def _syntax_error(exc: UnexpectedInput, text: str, filename: str, line_offset: int) -> MindError:
+    line, col = exc.line, exc.column
+    if isinstance(exc, UnexpectedEOF) or line < 0:
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+        message = f"unexpected end of input, expected {_expected(exc)}"
+    elif isinstance(exc, UnexpectedToken):
+        message = f"unexpected '{exc.token}', expected {_expected(exc)}"
+    elif isinstance(exc, UnexpectedCharacters):
+        message = f"unexpected character '{text[exc.pos_in_stream]}'"
+    else:
+        message = str(exc)
+    return MindError(message, Location(filename, line + line_offset, col, text))
+
+
+_PRETTY = {
+    "RBRACE": "'}'",
+    "LBRACE": "'{'",
+    "RPAR": "')'",
+    "LPAR": "'('",
+    "RSQB": "']'",
+    "LSQB": "'['",
+    "COMMA": "','",
+    "COLON": "':'",
+    "EQUAL": "'='",
+    "VALUE": "a value",
+    "OPNAME": "an operation",
+    "NAME": "a name",
+    "INT": "an integer",
+    "STRING": "a string",
+    "$END": "end of input",
+}
+
+
+def _expected(exc: UnexpectedInput) -> str:
+    names = sorted(
+        {_PRETTY.get(e, e.lower()) for e in getattr(exc, "expected", None) or exc.accepts or []}
+    )
+    if not names:
+        return "more input"
+    return names[0] if len(names) == 1 else "one of " + ", ".join(names[:8])

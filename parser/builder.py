@@ -1,0 +1,236 @@
+"""Turns lark parse trees into IR: attributes and types bottom-up, ops with SSA scoping."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sympy
+import torch
+from lark import Token, Tree
+from mind.ir.attributes import PyCall, PyRef
+from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.diagnostics import Location, MindError
+from mind.ir.registry import lookup_op
+from mind.ir.symbols import as_int_like, sym
+from mind.ir.types import DTYPES, OpaqueType, ScalarType, SymType, TensorType, Type
+
+#: functions an index expression may call
+EXPR_FUNCTIONS = {
+    "floor": sympy.floor,
+    "ceiling": sympy.ceiling,
+    "Mod": sympy.Mod,
+    "Min": sympy.Min,
+    "Max": sympy.Max,
+    "Abs": sympy.Abs,
+}
+
+#: bare names that denote something other than a symbol when they stand alone as an attribute
+NAMED_ATTRS: dict[str, Any] = dict(DTYPES)
+
+
+class Builder:
+    """Builds one file. Each top-level op is its own scope (isolated, like an MLIR function);
+    nested regions see their parents' values."""
+
+    def __init__(self, filename: str, source: str, line_offset: int = 0):
+        self.filename = filename
+        self.source = source
+        self.line_offset = line_offset
+        self.scopes: list[dict[str, Value]] = []
+
+    # -- locations -----------------------------------------------------------------------
+    def loc(self, item: Tree | Token) -> Location:
+        if isinstance(item, Token):
+            line, col = item.line, item.column
+        else:
+            line, col = item.meta.line, item.meta.column
+        return Location(self.filename, line + self.line_offset, col, self.source)
+
+    def error(self, message: str, item: Tree | Token) -> MindError:
+        return MindError(message, self.loc(item))
+
+    # -- values --------------------------------------------------------------------------
+    def define(self, token: Token, value: Value) -> Value:
+        if any(token[1:] in scope for scope in self.scopes):
+            raise self.error(f"redefinition of value '{token}'", token)
+        self.scopes[-1][token[1:]] = value
+        return value
+
+    def use(self, token: Token) -> Value:
+        for scope in reversed(self.scopes):
+            if token[1:] in scope:
+                return scope[token[1:]]
+        raise self.error(f"use of undefined value '{token}'", token)
+
+    # -- ops -----------------------------------------------------------------------------
+    def top_level(self, tree: Tree) -> list[Operation]:
+        ops = []
+        for child in tree.children:
+            self.scopes = [{}]
+            ops.append(self.op(child))
+        return ops
+
+    def op(self, tree: Tree) -> Operation:
+        parts = {
+            c.data if isinstance(c, Tree) else "name": c for c in tree.children if not _is_region(c)
+        }
+        name_token = parts["name"]
+        opdef = lookup_op(str(name_token))
+        if opdef is None:
+            raise self.error(f"unknown operation '{name_token}'", name_token)
+        args, block_args = self.arglist(parts.get("arglist"))
+        if block_args and not opdef.signature:
+            raise self.error(f"'{name_token}' takes no typed block arguments", parts["arglist"])
+        attrs = {
+            self.key(e.children[0]): self.attr(e.children[1])
+            for e in _children(parts.get("attrdict"))
+        }
+        types = [self.type(t) for t in _children(parts.get("result_types"))]
+        result_tokens = _children(parts.get("results"))
+        if len(types) != len(result_tokens):
+            raise self.error(
+                f"'{name_token}' names {len(result_tokens)} results but gives {len(types)} types",
+                name_token,
+            )
+        symbol = self.symbol(parts["symbol"]) if "symbol" in parts else None
+        op = Operation(
+            str(name_token),
+            args,
+            attrs,
+            types,
+            [t[1:] for t in result_tokens],
+            symbol=symbol,
+            loc=self.loc(name_token),
+        )
+        regions = [c for c in tree.children if _is_region(c)]
+        for i, region_tree in enumerate(regions):
+            self.scopes.append({})
+            block = Block()
+            if i == 0:
+                for token, type_ in block_args:
+                    block.add_arg(self.define(token, Value(token[1:], type_)))
+            for child in region_tree.children:
+                block.append(self.op(child))
+            self.scopes.pop()
+            op.add_region(Region(block))
+        if block_args and not regions:
+            raise self.error(f"'{name_token}' has typed arguments but no region", name_token)
+        for token, result in zip(result_tokens, op.results):
+            self.define(token, result)
+        return op
+
+    def arglist(self, tree: Tree | None) -> tuple[list[Any], list[tuple[Token, Type]]]:
+        args, block_args = [], []
+        for child in _children(tree):
+            if child is None:
+                continue
+            if isinstance(child, Tree) and child.data == "typed_arg":
+                block_args.append((child.children[0], self.type(child.children[1])))
+            else:
+                args.append(self.attr(child))
+        if args and block_args:
+            raise self.error("an argument list mixes uses and typed block arguments", tree)
+        return args, block_args
+
+    def symbol(self, tree: Tree) -> str:
+        token = tree.children[0]
+        return json.loads(token[1:]) if token.type == "SYMSTR" else str(token[1:])
+
+    def key(self, token: Token) -> str:
+        return json.loads(token) if token.type == "STRING" else str(token)
+
+    # -- attributes ----------------------------------------------------------------------
+    def attr(self, item: Tree | Token) -> Any:
+        kind = item.data if isinstance(item, Tree) else item.type
+        if kind == "symbol" and str(item.children[0]) in NAMED_ATTRS:
+            return NAMED_ATTRS[str(item.children[0])]
+        if kind in _EXPR_RULES:
+            return as_int_like(self.expr(item))
+        handler = _ATTR_RULES[kind]
+        return handler(self, item)
+
+    def expr(self, item: Tree | Token) -> sympy.Expr:
+        kind = item.data
+        kids = item.children
+        if kind == "int":
+            return sympy.Integer(int(kids[0]))
+        if kind == "symbol":
+            return sym(str(kids[0]))
+        if kind == "call":
+            fn = EXPR_FUNCTIONS.get(str(kids[0]))
+            if fn is None:
+                raise self.error(f"unknown function '{kids[0]}' in index expression", kids[0])
+            return fn(*(self.expr(k) for k in kids[1:]))
+        if kind not in _EXPR_RULES:
+            raise self.error("expected an index expression", item)
+        return _EXPR_RULES[kind](*(self.expr(k) for k in kids))
+
+    # -- types ---------------------------------------------------------------------------
+    def dtype(self, token: Token) -> torch.dtype:
+        if str(token) not in DTYPES:
+            raise self.error(f"unknown dtype '{token}'", token)
+        return DTYPES[str(token)]
+
+    def type(self, tree: Tree) -> Type:
+        kids = tree.children
+        if tree.data == "scalar_type":
+            return ScalarType(self.dtype(kids[0]))
+        if tree.data == "sym_type":
+            return SymType(as_int_like(self.expr(kids[0])))
+        if tree.data == "opaque_type":
+            return OpaqueType(str(kids[0]))
+        shape = self.dims(kids[1])
+        strides = device = None
+        for extra in kids[2:]:
+            if isinstance(extra, Tree):
+                strides = self.dims(extra.children[0])
+                if len(strides) != len(shape):
+                    raise self.error(f"{len(shape)} sizes but {len(strides)} strides", extra)
+            elif extra is not None:
+                device = torch.device(str(extra))
+        return TensorType(self.dtype(kids[0]), shape, strides, device)
+
+    def dims(self, tree: Tree) -> tuple:
+        return tuple(as_int_like(self.expr(k)) for k in tree.children if k is not None)
+
+
+def _children(tree: Tree | None) -> list:
+    return [] if tree is None else list(tree.children)
+
+
+def _is_region(item) -> bool:
+    return isinstance(item, Tree) and item.data == "region"
+
+
+_EXPR_RULES = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "neg": lambda a: -a,
+    "pow": lambda a, b: a**b,
+    "int": None,
+    "symbol": None,
+    "call": None,
+}
+
+_ATTR_RULES = {
+    "float": lambda b, t: float(t.children[0]),
+    "pos_inf": lambda b, t: float("inf"),
+    "neg_inf": lambda b, t: float("-inf"),
+    "nan": lambda b, t: float("nan"),
+    "true": lambda b, t: True,
+    "false": lambda b, t: False,
+    "none": lambda b, t: None,
+    "string": lambda b, t: json.loads(t.children[0]),
+    "value": lambda b, t: b.use(t.children[0]),
+    "pyref": lambda b, t: PyRef(str(t.children[0])[1:]),
+    "pycall": lambda b, t: PyCall(
+        str(t.children[0])[1:], tuple(b.attr(k) for k in t.children[1:] if k is not None)
+    ),
+    "device": lambda b, t: torch.device(str(t.children[0])),
+    "type_attr": lambda b, t: b.type(t.children[0]),
+    "list": lambda b, t: [b.attr(k) for k in t.children if k is not None],
+    "tuple": lambda b, t: tuple(b.attr(k) for k in t.children),
+}

@@ -1,0 +1,124 @@
+"""to-aten: fx -> aten through AOTAutograd, with torch's own decomposition tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import torch.fx
+from mind.dialects import aten, fx
+from mind.ir.core import Module, Operation
+from mind.ir.diagnostics import MindError
+from mind.ir.types import SymType, TensorType, contiguous_strides
+from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._functorch.aot_autograd import aot_module_simplified
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .manager import Pass, register_pass
+
+A = torch.ops.aten
+#: composite ops that core ATen keeps but that mind lowers from their parts (torch's own rules)
+_EXTRA_DECOMPOSITIONS = [
+    A._softmax,
+    A._log_softmax,
+    A.native_layer_norm,
+    A.gelu,
+    A.var_mean,
+    A.var,
+    A.std,
+    A.native_group_norm,
+    A._native_batch_norm_legit_no_training,
+    A.hardtanh,
+    A.hardsigmoid,
+    A.hardswish,
+    A.mish,
+    A.logsumexp,
+    A.addcmul,
+    A.addcdiv,
+    A.lerp,
+    A.linalg_vector_norm,
+    A.logit,
+]
+
+
+@lru_cache(maxsize=1)
+def decompositions() -> dict:
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
+    return table
+
+
+def aten_graphs(
+    gm: torch.fx.GraphModule,
+    inputs: list,
+    name: str,
+    compile_graph: Callable[[Operation], Callable] | None = None,
+) -> tuple[Callable, list[Operation]]:
+    """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
+    graphs land in: the forward now, the backward once AOTAutograd compiles it. `compile_graph`
+    turns each aten graph into what runs it; by default the ATen GraphModule itself."""
+    graphs: list[Operation] = []
+
+    def compiler(kind: str):
+        def compile_fn(aot_gm: torch.fx.GraphModule, _inputs):
+            op = aten.import_graph(aot_gm, f"{name}_{kind}")
+            graphs.append(op)
+            return compile_graph(op) if compile_graph else aot_gm.forward
+
+        return compile_fn
+
+    compiled = aot_module_simplified(
+        gm,
+        inputs,
+        fw_compiler=compiler("forward"),
+        bw_compiler=compiler("backward"),
+        decompositions=decompositions(),
+    )
+    return compiled, graphs
+
+
+def fake_inputs(graph_op: Operation, mode: FakeTensorMode) -> list:
+    inputs = []
+    for t in fx.example_inputs(graph_op):
+        if isinstance(t, SymType) or (
+            isinstance(t, TensorType) and not all(isinstance(s, int) for s in t.shape)
+        ):
+            raise MindError(
+                f"to-aten from text needs static sizes; '{graph_op.symbol}' has symbolic type {t} "
+                "(capture symbolic programs with mind.capture(..., stage='aten'))",
+                graph_op.loc,
+            )
+        if not isinstance(t, TensorType):
+            raise MindError(f"to-aten cannot make an example input of type {t}", graph_op.loc)
+        with mode:
+            inputs.append(
+                torch.empty_strided(
+                    t.shape,
+                    t.strides or contiguous_strides(t.shape),
+                    dtype=t.dtype,
+                    device=t.device or "cpu",
+                )
+            )
+    return inputs
+
+
+@register_pass
+@dataclass(frozen=True)
+class ToAten(Pass):
+    """fx -> aten: each `fx.graph` becomes its inference `aten.graph` (forward)."""
+
+    name = "to-aten"
+    input = "fx"
+    output = "aten"
+    summary = "AOTAutograd with torch's decompositions: fx graphs become ATen graphs"
+
+    def run(self, module: Module) -> Module:
+        out = []
+        for graph_op in module.ops:
+            gm = fx.export_graph(graph_op)
+            mode = FakeTensorMode(allow_non_fake_inputs=True)
+            with torch.no_grad():
+                out += aten_graphs(gm, fake_inputs(graph_op, mode), graph_op.symbol)[1]
+        return Module(out)

@@ -1,0 +1,1 @@
+"""Command-line tools: mind-opt and mind-translate."""

@@ -1,0 +1,142 @@
+"""mind-opt: parse, run passes, print. Like mlir-opt, a thin driver over the pass registry.
+
+Exit codes: 0 success, 1 an error in the input (parse, verify, pass), 2 bad command-line usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mind.ir.diagnostics import MindError
+from mind.ir.printer import Printer, print_module
+from mind.parser import parse
+from mind.passes.manager import (
+    PASSES,
+    PassManager,
+    make_pass,
+    parse_pipeline,
+    resolve_pipeline,
+    stage_of,
+)
+
+from .diagnostics_check import check_expected_diagnostics
+from .split import split_input
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mind-opt", description="Run mind passes on IR text.")
+    p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input")
+    p.add_argument("-o", dest="output", default="-", help="output file (default: standard output)")
+    p.add_argument(
+        "--pass",
+        dest="passes",
+        action="append",
+        default=[],
+        metavar="NAME[{opts}]",
+        help="run a pass (repeatable, in order)",
+    )
+    p.add_argument("-p", "--pipeline", default=None, help="a pipeline string: a,b{opt=1}")
+    p.add_argument("--split-input-file", action="store_true", help="split the input on '// -----'")
+    p.add_argument(
+        "--verify-diagnostics",
+        action="store_true",
+        help="check errors against expected-error@+N {{...}} comments",
+    )
+    p.add_argument("--generic", action="store_true", help="print every op in its generic form")
+    p.add_argument("--list-passes", action="store_true", help="list the registered passes")
+    p.add_argument("--dump-pass-pipeline", action="store_true", help="print the resolved pipeline")
+    p.add_argument("--print-ir-after-all", action="store_true")
+    p.add_argument("--print-ir-before-all", action="store_true")
+    p.add_argument("--time-passes", action="store_true")
+    p.add_argument("--no-verify-each", action="store_true", help="skip the verifier between passes")
+    return p
+
+
+def list_passes() -> str:
+    import mind.passes  # noqa: F401
+
+    lines = ["Available passes:"]
+    for name, cls in sorted(PASSES.items()):
+        lines.append(f"  {name:<14} {cls.input} -> {cls.output}   {cls.summary}")
+    return "\n".join(lines) + "\n"
+
+
+def run_chunk(text: str, filename: str, line_offset: int, args, passes) -> str:
+    module = parse(text, filename, line_offset)
+    if not passes:
+        return print_module(module)
+    pipeline = resolve_pipeline(passes, stage_of(module))
+    if args.dump_pass_pipeline:
+        sys.stderr.write(
+            "Pass Manager with "
+            + str(len(pipeline))
+            + " passes:\n  "
+            + ",".join(map(str, pipeline))
+            + "\n"
+        )
+    manager = PassManager(
+        pipeline,
+        verify_each=not args.no_verify_each,
+        print_after_all=args.print_ir_after_all,
+        print_before_all=args.print_ir_before_all,
+        time_passes=args.time_passes,
+    )
+    return print_module(manager.run(module))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list_passes:
+        sys.stdout.write(list_passes())
+        return 0
+    try:
+        passes = [make_pass(*_split_pass(p)) for p in args.passes]
+        if args.pipeline:
+            passes += parse_pipeline(args.pipeline)
+    except MindError as exc:
+        sys.stderr.write(f"mind-opt: {exc.render()}\n")
+        return 2
+    filename = "<stdin>" if args.input == "-" else args.input
+    try:
+        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+    except OSError as exc:
+        sys.stderr.write(f"mind-opt: cannot read '{filename}': {exc.strerror}\n")
+        return 2
+    Printer.generic = args.generic
+    chunks = split_input(text) if args.split_input_file else [(text, 0)]
+    outputs, failed = [], False
+    for chunk, offset in chunks:
+        if args.verify_diagnostics:
+            ok, report = check_expected_diagnostics(
+                chunk, filename, offset, lambda c, o: run_chunk(c, filename, o, args, passes)
+            )
+            failed |= not ok
+            if report:
+                sys.stderr.write(report)
+            continue
+        try:
+            outputs.append(run_chunk(chunk, filename, offset, args, passes))
+        except MindError as exc:
+            sys.stderr.write(exc.render() + "\n")
+            failed = True
+    return _write(outputs, args.output) if not failed else 1
+
+
+def _split_pass(spec: str) -> tuple[str, str]:
+    name, _, rest = spec.partition("{")
+    return name.strip(), rest.rstrip("}")
+
+
+def _write(outputs: list[str], path: str) -> int:
+    text = "// -----\n".join(outputs)
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
