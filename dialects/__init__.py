@@ -1,3 +1,7 @@
-"""Every dialect registers its ops on import; import this package before parsing."""
+"""Every dialect registers its ops on import; importing this package loads them all."""
 
-from . import aten, fx  # noqa: F401
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,8 @@ import torch
 
 from .core import Value
 from .types import Type, dtype_name, format_device
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,11 @@ def format_string(value: str) -> str:
     return json.dumps(value)
 
 
+def format_key(key: str) -> str:
+    """A dict or attribute key: bare when it is an identifier, quoted otherwise."""
+    return key if _IDENT.match(key) else format_string(key)
+
+
 def _format_seq(items: Any, open_: str, close: str, fmt: Callable[[Any], str]) -> str:
     body = ", ".join(fmt(x) for x in items)
     if open_ == "(" and len(items) == 1:
@@ -76,6 +84,7 @@ _PRINTERS: list[tuple[type | tuple[type, ...], Callable[..., str]]] = [
     (Value, lambda v, f, n: f"%{n(v)}"),
     (list, lambda v, f, n: _format_seq(v, "[", "]", f)),
     (tuple, lambda v, f, n: _format_seq(v, "(", ")", f)),
+    (dict, lambda v, f, n: "{" + ", ".join(f"{format_key(k)}: {f(x)}" for k, x in v.items()) + "}"),
     (torch.dtype, lambda v, f, n: dtype_name(v)),
     (torch.device, lambda v, f, n: format_device(v)),
     (sympy.Expr, lambda v, f, n: str(v)),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .attributes import format_attr
+from .attributes import format_attr, format_key
 from .core import Block, Module, Operation, Value
 from .registry import lookup_op
 
@@ -58,7 +58,7 @@ class Printer:
         if op.attrs:
             text += (
                 " {"
-                + ", ".join(f"{self.key(k)} = {self.attr(v)}" for k, v in op.attrs.items())
+                + ", ".join(f"{format_key(k)} = {self.attr(v)}" for k, v in op.attrs.items())
                 + "}"
             )
         if op.results:
@@ -66,9 +66,6 @@ class Printer:
         for region in op.regions:
             text += " " + self.block(region.block, depth)
         return text
-
-    def key(self, key: str) -> str:
-        return key if _IDENT.match(key) else format_attr(key)
 
     def block(self, block: Block, depth: int) -> str:
         lines = ["{"]

@@ -179,7 +179,7 @@ class Builder:
         if tree.data == "sym_type":
             return SymType(as_int_like(self.expr(kids[0])))
         if tree.data == "opaque_type":
-            return OpaqueType(str(kids[0]))
+            return OpaqueType(str(kids[0])[1:])
         shape = self.dims(kids[1])
         strides = device = None
         for extra in kids[2:]:
@@ -232,5 +232,8 @@ _ATTR_RULES = {
     "device": lambda b, t: torch.device(str(t.children[0])),
     "type_attr": lambda b, t: b.type(t.children[0]),
     "list": lambda b, t: [b.attr(k) for k in t.children if k is not None],
+    "dict": lambda b, t: {
+        b.key(e.children[0]): b.attr(e.children[1]) for e in t.children if e is not None
+    },
     "tuple": lambda b, t: tuple(b.attr(k) for k in t.children),
 }

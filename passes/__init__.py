@@ -1,6 +1,8 @@
-"""Every pass registers itself on import."""
+"""Every pass registers itself on import; importing this package loads them all."""
 
-from . import to_aten  # noqa: F401
+import importlib
+import pkgutil
+
 from .manager import (
     PASSES,
     Pass,
@@ -10,6 +12,9 @@ from .manager import (
     resolve_pipeline,
     run_pipeline,
 )
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "PASSES",
