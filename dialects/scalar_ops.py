@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+from mind.ir.core import Operation, Value
+from mind.ir.registry import Dialect, VerifyError
+from mind.ir.types import ScalarType, dtype_name
+
 
 @dataclass(frozen=True)
 class ScalarOp:
@@ -37,3 +42,41 @@ SCALAR_OPS: dict[str, ScalarOp] = {
 
 #: reduction kinds a reduction node (or a scheduled.reduction) may perform
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
+
+
+def _dtypes(op: Operation) -> list:
+    values = [a for a in op.args if isinstance(a, Value)]
+    if len(values) != len(op.args):
+        raise VerifyError(f"'{op.name}' takes SSA values only", op.loc)
+    return [v.type.dtype for v in values]
+
+
+def verify_scalar_op(op: Operation) -> None:
+    """Operands share one dtype (promotion is explicit); the result is that dtype, or b8."""
+    spec = SCALAR_OPS[op.name.split(".", 1)[1]]
+    dtypes = _dtypes(op)
+    if spec.name == "where":
+        if dtypes[0] != torch.bool:
+            raise VerifyError(
+                f"type mismatch: '{op.name}' condition must be b8, got {dtype_name(dtypes[0])}",
+                op.loc,
+            )
+        dtypes = dtypes[1:]
+    if len(set(dtypes)) > 1:
+        names = ", ".join(dtype_name(d) for d in dtypes)
+        raise VerifyError(
+            f"type mismatch: '{op.name}' operands have different dtypes ({names})", op.loc
+        )
+    expected = torch.bool if spec.result == "bool" else dtypes[0]
+    result = op.result.type
+    if not isinstance(result, ScalarType) or result.dtype != expected:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' gives {dtype_name(expected)}, declared {result}", op.loc
+        )
+
+
+def register_scalar_ops(dialect: Dialect) -> None:
+    """Register every scalar op under `dialect`'s prefix (`loops.add`, `scheduled.add`, ...)."""
+    names = ("a", "b", "c")
+    for spec in SCALAR_OPS.values():
+        dialect.op(spec.name, args=names[: spec.arity], verify=verify_scalar_op)

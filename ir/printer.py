@@ -16,26 +16,27 @@ from .attributes import format_attr, format_key
 from .core import Block, Module, Operation, Value
 from .registry import lookup_op
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+_VALUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*$")
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*$")
 
 
 class Printer:
-    """Prints ops with unique value names: a clash gets a `_N` suffix, so the text re-parses."""
+    """Prints ops with value names unique among those visible (sibling regions may reuse a name,
+    as loop bodies reuse `%0`); a clash gets a `_N` suffix, so the text re-parses."""
 
     def __init__(self, indent: str = "  "):
         self.indent = indent
         self.names: dict[Value, str] = {}
-        self.taken: set[str] = set()
+        self.scopes: list[set[str]] = [set()]
 
     def name(self, value: Value) -> str:
         if value not in self.names:
-            base = value.name if _IDENT.match(value.name) else "v"
+            base = value.name if _VALUE_NAME.match(value.name) else "v"
             name, n = base, 0
-            while name in self.taken:
+            while any(name in scope for scope in self.scopes):
                 n += 1
                 name = f"{base}_{n}"
-            self.taken.add(name)
+            self.scopes[-1].add(name)
             self.names[value] = name
         return self.names[value]
 
@@ -68,9 +69,11 @@ class Printer:
         return text
 
     def block(self, block: Block, depth: int) -> str:
+        self.scopes.append(set())
         lines = ["{"]
         lines += [self.op(op, depth + 1) for op in block.ops]
         lines.append(self.indent * depth + "}")
+        self.scopes.pop()
         return "\n".join(lines)
 
 
@@ -79,5 +82,5 @@ def print_op(op: Operation) -> str:
 
 
 def print_module(module: Module) -> str:
-    printer = Printer()
-    return "\n\n".join(printer.op(op) for op in module.ops) + ("\n" if module.ops else "")
+    """Each top-level op is its own naming scope, as the parser reads it."""
+    return "\n\n".join(Printer().op(op) for op in module.ops) + ("\n" if module.ops else "")
