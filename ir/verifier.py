@@ -20,10 +20,10 @@ def _verify_op(op: Operation, visible: set[Value]) -> None:
         if value not in visible:
             raise VerifyError(f"'{op.name}' uses '%{value.name}' before it is defined", op.loc)
     _check_shape(op, opdef)
+    for region in op.regions:  # inner ops first: their errors are the more precise ones
+        _verify_block(region.block, set(visible))
     if opdef.verify is not None:
         opdef.verify(op)
-    for region in op.regions:
-        _verify_block(region.block, set(visible))
 
 
 def _verify_block(block: Block, visible: set[Value]) -> None:
