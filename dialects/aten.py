@@ -167,7 +167,12 @@ def _import_call(node: torch.fx.Node, values: dict) -> Operation:
     examples = list(val) if isinstance(val, tuple | list) else [val]
     names = [node.name] if len(examples) == 1 else _getitem_names(node, len(examples))
     args, kwargs = to_attr(node.args, values), to_attr(dict(node.kwargs), values)
-    if isinstance(node.target, torch._ops.OpOverload) and lookup_op(op_name(node.target)):
+    target = node.target
+    if (
+        isinstance(target, torch._ops.OpOverload)
+        and target.namespace == "aten"
+        and lookup_op(op_name(target))
+    ):
         return Operation(
             op_name(node.target), list(args), kwargs, [type_of(e) for e in examples], names
         )

@@ -24,8 +24,9 @@ class Printer:
     """Prints ops with value names unique among those visible (sibling regions may reuse a name,
     as loop bodies reuse `%0`); a clash gets a `_N` suffix, so the text re-parses."""
 
-    def __init__(self, indent: str = "  "):
+    def __init__(self, indent: str = "  ", generic: bool = False):
         self.indent = indent
+        self.generic = generic
         self.names: dict[Value, str] = {}
         self.scopes: list[set[str]] = [set()]
 
@@ -49,12 +50,12 @@ class Printer:
         text = pad
         if op.results:
             text += ", ".join(f"%{self.name(r)}" for r in op.results) + " = "
-        text += op.name
+        text += format_attr(op.name) if self.generic else op.name
         if op.symbol is not None:
             text += " @" + (op.symbol if _SYMBOL.match(op.symbol) else format_attr(op.symbol))
-        if opdef is not None and opdef.signature and op.regions:
+        if not self.generic and opdef is not None and opdef.signature and op.regions:
             text += "(" + ", ".join(f"%{self.name(a)}: {a.type}" for a in op.body.args) + ")"
-        elif op.args or opdef is None or opdef.args or opdef.variadic:
+        elif self.generic or op.args or opdef is None or opdef.args or opdef.variadic:
             text += "(" + ", ".join(self.attr(a) for a in op.args) + ")"
         if op.attrs:
             text += (
@@ -64,23 +65,29 @@ class Printer:
             )
         if op.results:
             text += " : " + ", ".join(str(r.type) for r in op.results)
-        for region in op.regions:
-            text += " " + self.block(region.block, depth)
+        in_signature = not self.generic and opdef is not None and opdef.signature
+        for i, region in enumerate(op.regions):
+            text += " " + self.block(region.block, depth, show_args=not (in_signature and i == 0))
         return text
 
-    def block(self, block: Block, depth: int) -> str:
+    def block(self, block: Block, depth: int, show_args: bool = True) -> str:
         self.scopes.append(set())
         lines = ["{"]
+        if block.args and show_args:
+            header = ", ".join(f"%{self.name(a)}: {a.type}" for a in block.args)
+            lines.append(f"{self.indent * (depth + 1)}^({header}):")
         lines += [self.op(op, depth + 1) for op in block.ops]
         lines.append(self.indent * depth + "}")
         self.scopes.pop()
         return "\n".join(lines)
 
 
-def print_op(op: Operation) -> str:
-    return Printer().op(op)
+def print_op(op: Operation, generic: bool = False) -> str:
+    return Printer(generic=generic).op(op)
 
 
-def print_module(module: Module) -> str:
-    """Each top-level op is its own naming scope, as the parser reads it."""
-    return "\n\n".join(Printer().op(op) for op in module.ops) + ("\n" if module.ops else "")
+def print_module(module: Module, generic: bool = False) -> str:
+    """Each top-level op is its own naming scope, as the parser reads it. The generic form quotes
+    op names, always writes the argument list, and puts block arguments in the region."""
+    text = "\n\n".join(Printer(generic=generic).op(op) for op in module.ops)
+    return text + ("\n" if module.ops else "")

@@ -37,7 +37,8 @@ def parse(
 
 def _syntax_error(exc: UnexpectedInput, text: str, filename: str, line_offset: int) -> MindError:
     line, col = exc.line, exc.column
-    if isinstance(exc, UnexpectedEOF) or line < 0:
+    at_end = isinstance(exc, UnexpectedToken) and exc.token.type == "$END"
+    if isinstance(exc, UnexpectedEOF) or at_end or line < 0:
         lines = text.splitlines() or [""]
         line, col = len(lines), len(lines[-1]) + 1
         message = f"unexpected end of input, expected {_expected(exc)}"
@@ -63,6 +64,7 @@ _PRETTY = {
     "VALUE": "a value",
     "OPNAME": "an operation",
     "NAME": "a name",
+    "OPSTR": "a quoted operation",
     "INT": "an integer",
     "STRING": "a string",
     "$END": "end of input",

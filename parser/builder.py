@@ -76,6 +76,8 @@ class Builder:
             c.data if isinstance(c, Tree) else "name": c for c in tree.children if not _is_region(c)
         }
         name_token = parts["name"]
+        if name_token.type == "OPSTR":  # the generic form quotes the name
+            name_token = name_token.update(value=name_token[1:-1])
         opdef = lookup_op(str(name_token))
         if opdef is None:
             raise self.error(f"unknown operation '{name_token}'", name_token)
@@ -107,11 +109,18 @@ class Builder:
         for i, region_tree in enumerate(regions):
             self.scopes.append({})
             block = Block()
-            if i == 0:
+            header = [
+                c for c in region_tree.children if isinstance(c, Tree) and c.data == "block_args"
+            ]
+            if header:
+                block_args += [self.typed(t) for t in header[0].children if t is not None]
+            if header or i == 0:
                 for token, type_ in block_args:
                     block.add_arg(self.define(token, Value(token[1:], type_)))
+                block_args = []
             for child in region_tree.children:
-                block.append(self.op(child))
+                if child.data == "op":
+                    block.append(self.op(child))
             self.scopes.pop()
             op.add_region(Region(block))
         if block_args and not regions:
@@ -126,12 +135,15 @@ class Builder:
             if child is None:
                 continue
             if isinstance(child, Tree) and child.data == "typed_arg":
-                block_args.append((child.children[0], self.type(child.children[1])))
+                block_args.append(self.typed(child))
             else:
                 args.append(self.attr(child))
         if args and block_args:
             raise self.error("an argument list mixes uses and typed block arguments", tree)
         return args, block_args
+
+    def typed(self, tree: Tree) -> tuple[Token, Type]:
+        return tree.children[0], self.type(tree.children[1])
 
     def symbol(self, tree: Tree) -> str:
         token = tree.children[0]

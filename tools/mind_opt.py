@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from mind.ir.diagnostics import MindError
-from mind.ir.printer import Printer, print_module
+from mind.ir.printer import print_module
 from mind.parser import parse
 from mind.passes.manager import (
     PASSES,
@@ -65,7 +65,7 @@ def list_passes() -> str:
 def run_chunk(text: str, filename: str, line_offset: int, args, passes) -> str:
     module = parse(text, filename, line_offset)
     if not passes:
-        return print_module(module)
+        return print_module(module, args.generic)
     pipeline = resolve_pipeline(passes, stage_of(module))
     if args.dump_pass_pipeline:
         sys.stderr.write(
@@ -82,7 +82,7 @@ def run_chunk(text: str, filename: str, line_offset: int, args, passes) -> str:
         print_before_all=args.print_ir_before_all,
         time_passes=args.time_passes,
     )
-    return print_module(manager.run(module))
+    return print_module(manager.run(module), args.generic)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         sys.stderr.write(f"mind-opt: cannot read '{filename}': {exc.strerror}\n")
         return 2
-    Printer.generic = args.generic
     chunks = split_input(text) if args.split_input_file else [(text, 0)]
     outputs, failed = [], False
     for chunk, offset in chunks:

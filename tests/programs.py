@@ -1,0 +1,78 @@
+"""Small PyTorch programs that exercise capture and lowering: shared by several test files."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def _r(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+def seed(a, b, c):
+    return ((a + b) * c.relu()).sum(dim=-1)
+
+
+def views(x):
+    return (
+        x.view(8, 64).permute(1, 0).contiguous()
+        + x.t().reshape(64, 8)[:, 1:7:2].sum()
+        + x[1].view(64, 1)
+    )
+
+
+def broadcasting(a, b):
+    return a + b * 2.0
+
+
+def bf16(x):
+    return (x.to(torch.bfloat16) * 2).float() + 1
+
+
+def integers(i):
+    return (i + 3) // 2, i % 5, i > 2
+
+
+def embedding(idx, w):
+    return F.embedding(idx, w) * 2
+
+
+def multiple_outputs(a, b):
+    return a + b, a * b, (a - b).amax(dim=0)
+
+
+def constants(x):
+    return x + torch.tensor([1.0, 2.0, 3.0])
+
+
+def softmax_layer_norm(x):
+    return F.layer_norm(torch.softmax(x, dim=-1), (x.shape[-1],))
+
+
+def reductions(x):
+    return x.mean(dim=(0, 2), keepdim=True), x.var(1), x.argmax(-1)
+
+
+def linear_gelu(x, w, b):
+    return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+
+def cat_where(a, b):
+    return torch.where(a > 0, torch.cat([a, b], dim=1)[:, :4], b.clamp(min=-0.5))
+
+
+PROGRAMS: dict[str, tuple] = {
+    "seed": (seed, lambda: (_r(4, 128), _r(4, 128), _r(4, 128))),
+    "views": (views, lambda: (_r(8, 64),)),
+    "broadcasting": (broadcasting, lambda: (_r(4, 1), _r(1, 8))),
+    "bf16": (bf16, lambda: (_r(16, 8),)),
+    "integers": (integers, lambda: (torch.randint(-10, 10, (6, 5)),)),
+    "embedding": (embedding, lambda: (torch.randint(0, 10, (3, 4)), _r(10, 16))),
+    "multiple_outputs": (multiple_outputs, lambda: (_r(5, 6), _r(5, 6))),
+    "constants": (constants, lambda: (_r(2, 3),)),
+    "softmax_layer_norm": (softmax_layer_norm, lambda: (_r(4, 32),)),
+    "reductions": (reductions, lambda: (_r(3, 4, 5),)),
+    "linear_gelu": (linear_gelu, lambda: (_r(8, 16), _r(32, 16), _r(32))),
+    "cat_where": (cat_where, lambda: (_r(4, 4), _r(4, 4))),
+}
