@@ -51,8 +51,8 @@ def _resolve(name: str) -> OpDef | None:
     schema = target._schema
     positional = [a for a in schema.arguments if not a.kwarg_only]
     optional = len([a for a in positional if a.has_default_value()])
-    returns = [str(r.type) for r in schema.returns]
-    results = None if any(r.endswith("[]") for r in returns) else len(returns)
+    lists = any(isinstance(r.type, torch.ListType) for r in schema.returns)
+    results = None if lists else len(schema.returns)
     return OpDef(
         name,
         tuple(a.name for a in positional),

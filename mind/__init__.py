@@ -4,6 +4,9 @@ from mind.ir.core import Module
 from mind.ir.diagnostics import MindError
 from mind.parser import parse
 
+from .backend import MindFallbackWarning, register
 from .capture import capture
 
-__all__ = ["MindError", "Module", "capture", "parse"]
+register()
+
+__all__ = ["MindError", "MindFallbackWarning", "Module", "capture", "parse"]

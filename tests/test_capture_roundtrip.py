@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 import torch
-from mind.dialects import aten
+from mind.dialects import aten, fx
 from mind.ir.types import SymType
 from programs import PROGRAMS
 
@@ -73,3 +73,24 @@ def test_capture_keeps_every_graph_of_a_graph_break():
 
     module = mind.capture(fn, torch.randn(3))
     assert [op.symbol for op in module.ops] == ["graph0", "graph1"]
+
+
+@pytest.mark.parametrize("name", ["seed", "views", "multiple_outputs", "cat_where"])
+def test_rebuilt_fx_graph_computes_the_function(name):
+    fn, make = PROGRAMS[name]
+    inputs = make()
+    (graph,) = mind.parse(str(mind.capture(fn, *inputs))).ops
+    got = fx.export_graph(graph)(*graph_inputs(fn, inputs))
+    torch.testing.assert_close(_flat(got), _flat(fn(*inputs)))
+
+
+def test_fx_targets_resolve_only_inside_the_allow_list():
+    text = """fx.graph @g {
+  %l_x_ = fx.placeholder @L_x_ : f32[2][1]cpu
+  %r = fx.call_function @os.system(%l_x_) : f32[2][1]cpu
+  fx.output((%r,))
+}
+"""
+    with pytest.raises(mind.MindError, match="outside the allowed modules") as info:
+        mind.parse(text, "evil.fx")
+    assert info.value.loc.line == 3

@@ -1,0 +1,367 @@
+"""A reference interpreter for the loops dialect: runs a `loops.graph` on real tensors.
+
+It is the ground truth the lowering is checked against, so it favours obviousness over speed:
+every node is materialized as a whole tensor by evaluating its body once over broadcastable
+index grids (torch vectorizes, there is no Python loop per element). Realized nodes get the
+strides their type declares, so flat-offset loads read memory exactly as generated code would.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+import torch
+from mind.dialects.aten import overload
+from mind.dialects.pyobjects import from_attr
+from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.ir.core import Operation, Value, map_values
+from mind.ir.diagnostics import MindError
+from mind.ir.symbols import sym
+from mind.ir.types import TensorType, dtype_name
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+Env = dict[Value, Any]
+#: symbol -> its values over the grid (p vars, indirect i vars)
+Bindings = dict[sympy.Symbol, Any]
+
+# -- sympy index expressions -> torch ------------------------------------------------------------
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    return a // b  # floor semantics for Python ints and torch integer tensors alike
+
+
+def _minmax(pick: Callable, tensor_fn: Callable) -> Callable:
+    def apply(*xs: Any) -> Any:
+        out = xs[0]
+        for x in xs[1:]:
+            if isinstance(out, int) and isinstance(x, int):
+                out = pick(out, x)
+            else:
+                out = tensor_fn(torch.as_tensor(out), torch.as_tensor(x))
+        return out
+
+    return apply
+
+
+def _floor(expr: sympy.Expr, env: Bindings) -> Any:
+    num, den = sympy.fraction(sympy.together(expr.args[0]))
+    return _floordiv(index_value(num, env), index_value(den, env))
+
+
+def _ceiling(expr: sympy.Expr, env: Bindings) -> Any:
+    num, den = sympy.fraction(sympy.together(expr.args[0]))
+    return -_floordiv(-index_value(num, env), index_value(den, env))
+
+
+def _pow(expr: sympy.Expr, env: Bindings) -> Any:
+    base, exp = expr.args
+    if not exp.is_Integer or exp < 0:
+        raise MindError(f"index expression '{expr}' needs a non-negative integer exponent")
+    return index_value(base, env) ** int(exp)
+
+
+def _fold(fn: Callable) -> Callable:
+    def apply(expr: sympy.Expr, env: Bindings) -> Any:
+        args = [index_value(a, env) for a in expr.args]
+        out = args[0]
+        for x in args[1:]:
+            out = fn(out, x)
+        return out
+
+    return apply
+
+
+def _args(fn: Callable) -> Callable:
+    return lambda expr, env: fn(*(index_value(a, env) for a in expr.args))
+
+
+_INDEX_OPS: dict[type, Callable[[sympy.Expr, Bindings], Any]] = {
+    sympy.Add: _fold(lambda a, b: a + b),
+    sympy.Mul: _fold(lambda a, b: a * b),
+    sympy.Mod: _args(lambda a, b: a % b),
+    sympy.floor: _floor,
+    sympy.ceiling: _ceiling,
+    sympy.Min: _args(_minmax(min, torch.minimum)),
+    sympy.Max: _args(_minmax(max, torch.maximum)),
+    sympy.Abs: _args(abs),
+    sympy.Pow: _pow,
+    FloorDiv: _args(_floordiv),
+    ModularIndexing: _args(lambda x, d, m: _floordiv(x, d) % m),
+}
+
+
+def index_value(expr: Any, env: Bindings) -> Any:
+    """An integer index expression as a Python int or an int64 tensor over the grid."""
+    if isinstance(expr, int):
+        return expr
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        if expr not in env:
+            raise MindError(f"index symbol '{expr}' has no value here")
+        return env[expr]
+    for kind in type(expr).__mro__:
+        if kind in _INDEX_OPS:
+            return _INDEX_OPS[kind](expr, env)
+    raise MindError(f"cannot evaluate index expression '{expr}' ({type(expr).__name__})")
+
+
+# -- body ops -----------------------------------------------------------------------------------
+
+#: torch's names where they differ; `mod` is Python's (sympy's Mod), as `remainder`
+_TORCH_NAMES = {
+    "truediv": "true_divide",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+#: scalar op name -> the torch function computing it elementwise
+SCALAR_FUNCTIONS: dict[str, Callable] = {
+    name: getattr(torch, _TORCH_NAMES.get(name, name)) for name in SCALAR_OPS
+}
+
+
+def _grid(sizes: list[int]) -> Bindings:
+    """p0, p1, ...: int64 aranges, each along its own dim of a broadcastable grid."""
+    n = len(sizes)
+    return {
+        sym(f"p{i}"): torch.arange(s).view([s if j == i else 1 for j in range(n)])
+        for i, s in enumerate(sizes)
+    }
+
+
+def _flat_memory(t: torch.Tensor) -> torch.Tensor:
+    """The buffer's memory from its first element on, as a 1-d tensor (flat offsets index it)."""
+    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) if t.numel() else 0
+    return t.as_strided((span,), (1,), t.storage_offset())
+
+
+def _gather(src: torch.Tensor, index: Any, mask: Any) -> Any:
+    """src at `index` (a flat offset into memory, or one index per dim); masked-off lanes read
+    element 0 so that their (possibly out-of-range) indices never reach memory."""
+    flat = not isinstance(index, list)
+    if flat:
+        src, index = _flat_memory(src), [index]
+    index = [torch.as_tensor(i) for i in index]
+    if mask is not None:
+        index = [torch.where(mask, i, 0) for i in index]
+    index = torch.broadcast_tensors(*index)
+    for i, size in zip(index, src.shape):
+        if i.numel() and (int(i.min()) < 0 or int(i.max()) >= size):
+            raise IndexError(f"index range [{int(i.min())}, {int(i.max())}] outside [0, {size})")
+    return src[tuple(index)]
+
+
+class Body:
+    """Evaluates one node's body over a grid; values are tensors broadcastable to the grid."""
+
+    def __init__(self, env: Env, grid: Bindings):
+        self.env = env
+        self.grid = grid
+        self.values: dict[Value, Any] = {}
+
+    def run(self, op: Operation) -> torch.Tensor:
+        for inner in op.body.ops:
+            kind = inner.name.split(".", 1)[1]
+            if kind == "yield":
+                return self.values[inner.args[0]]
+            try:
+                result = _BODY_OPS.get(kind, Body.scalar)(self, inner)
+            except MindError as exc:
+                raise (exc if exc.loc else MindError(str(exc), inner.loc)) from None
+            except (RuntimeError, IndexError, TypeError) as exc:
+                raise MindError(f"'{inner.name}' failed: {exc}", inner.loc) from exc
+            self.values[inner.result] = result
+        raise MindError(f"'{op.name}' body has no yield", op.loc)
+
+    def arg(self, x: Any) -> Any:
+        return self.values[x] if isinstance(x, Value) else x
+
+    def scalar(self, op: Operation) -> torch.Tensor:
+        fn = SCALAR_FUNCTIONS.get(op.name.split(".", 1)[1])
+        if fn is None:
+            raise MindError(f"the evaluator does not know '{op.name}'", op.loc)
+        return fn(*(self.arg(a) for a in op.args)).to(op.result.type.dtype)
+
+    def load(self, op: Operation) -> torch.Tensor:
+        src, index = op.args
+        dtype = op.result.type.dtype
+        bindings = dict(self.grid)
+        for i, v in enumerate(op.attrs.get("indirect") or []):
+            bindings[sym(f"i{i}")] = self.arg(v)
+        index = (
+            [index_value(e, bindings) for e in index]
+            if isinstance(index, list)
+            else index_value(index, bindings)
+        )
+        mask = self.arg(op.attrs.get("mask"))
+        value = _gather(self.env[src], index, mask)
+        if mask is not None:
+            other = op.attrs.get("other")
+            value = torch.where(
+                mask, value, torch.tensor(0 if other is None else other, dtype=dtype)
+            )
+        return value.to(dtype)
+
+    def constant(self, op: Operation) -> torch.Tensor:
+        return torch.tensor(op.args[0], dtype=op.result.type.dtype)
+
+    def index(self, op: Operation) -> torch.Tensor:
+        return torch.as_tensor(index_value(op.args[0], self.grid)).to(op.result.type.dtype)
+
+    def cast(self, op: Operation) -> torch.Tensor:
+        return self.arg(op.args[0]).to(op.result.type.dtype)
+
+
+_BODY_OPS: dict[str, Callable[[Body, Operation], torch.Tensor]] = {
+    "load": Body.load,
+    "constant": Body.constant,
+    "index": Body.index,
+    "cast": Body.cast,
+}
+
+# -- nodes --------------------------------------------------------------------------------------
+
+
+def _sizes(t: TensorType, op: Operation) -> list[int]:
+    try:
+        return [int(s) for s in t.shape]
+    except TypeError:
+        raise MindError(
+            f"'{op.name}' has symbolic sizes {t}; evaluate needs static shapes", op.loc
+        ) from None
+
+
+def _laid_out(value: Value, data: Any) -> Any:
+    """Realized results get their declared strides: flat-offset loads depend on them."""
+    t = value.type
+    if not isinstance(t, TensorType) or t.strides is None or not isinstance(data, torch.Tensor):
+        return data
+    strides = tuple(int(s) for s in t.strides)
+    out = torch.empty_strided(data.shape, strides, dtype=t.dtype, device=data.device)
+    return out.copy_(data)
+
+
+def _pointwise(op: Operation, env: Env) -> list[torch.Tensor]:
+    t = op.result.type
+    sizes = _sizes(t, op)
+    value = Body(env, _grid(sizes)).run(op)
+    return [torch.broadcast_to(value, sizes).to(t.dtype).contiguous()]
+
+
+def _sum(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Low-precision floats accumulate in f32, as eager kernels do."""
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else None
+    return x.sum(-1, dtype=acc)
+
+
+def _prod(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else None
+    return x.prod(-1, dtype=acc)
+
+
+#: reduction_type -> reduce the last (flattened reduction) dim
+REDUCTIONS: dict[str, Callable[[torch.Tensor, torch.dtype], torch.Tensor]] = {
+    "sum": _sum,
+    "prod": _prod,
+    "max": lambda x, dt: x.amax(-1),
+    "min": lambda x, dt: x.amin(-1),
+    "argmax": lambda x, dt: x.argmax(-1),
+    "argmin": lambda x, dt: x.argmin(-1),
+    "any": lambda x, dt: x.bool().any(-1),
+    "all": lambda x, dt: x.bool().all(-1),
+}
+
+
+def _reduction(op: Operation, env: Env) -> list[torch.Tensor]:
+    t = op.result.type
+    sizes = _sizes(t, op)
+    ranges = [int(r) for r in op.attrs["reduction_ranges"]]
+    kind = op.attrs["reduction_type"]
+    if kind not in REDUCTIONS:
+        raise MindError(f"unknown reduction_type '{kind}'", op.loc)
+    value = Body(env, _grid(sizes + ranges)).run(op)
+    value = torch.broadcast_to(value, sizes + ranges).reshape(*sizes, math.prod(ranges))
+    return [REDUCTIONS[kind](value, t.dtype).to(t.dtype)]
+
+
+def _view(op: Operation, env: Env) -> list[torch.Tensor]:
+    src, index = op.args
+    sizes = _sizes(op.result.type, op)
+    grid = _grid(sizes)
+    try:
+        value = _gather(env[src], [index_value(e, grid) for e in index], None)
+    except IndexError as exc:
+        raise MindError(f"'{op.name}' reads out of range: {exc}", op.loc) from exc
+    return [torch.broadcast_to(value, sizes).contiguous()]
+
+
+def _aten_call(op: Operation, env: Env) -> list[Any]:
+    target = overload(op.symbol or "")
+    if target is None:
+        raise MindError(f"'@{op.symbol}' is not an ATen overload", op.loc)
+    names = {a.name for a in target._schema.arguments}
+    args = from_attr(op.args, env)
+    kwargs = from_attr({k: v for k, v in op.attrs.items() if k in names}, env)
+    out = target(*args, **kwargs)
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+def _constant_tensor(op: Operation, env: Env) -> list[torch.Tensor]:
+    t = op.result.type
+    return [torch.tensor(op.attrs["data"], dtype=t.dtype).reshape(_sizes(t, op))]
+
+
+#: node op -> its result tensors (before realized results are laid out)
+NODES: dict[str, Callable[[Operation, Env], list[Any]]] = {
+    "loops.pointwise": _pointwise,
+    "loops.reduction": _reduction,
+    "loops.view": _view,
+    "loops.extern": _aten_call,
+    "loops.fallback": _aten_call,
+    "loops.constant_tensor": _constant_tensor,
+}
+
+
+def _bind_inputs(graph_op: Operation, inputs: list[torch.Tensor]) -> Env:
+    args = graph_op.body.args
+    if len(args) != len(inputs):
+        raise MindError(
+            f"'@{graph_op.symbol}' takes {len(args)} inputs, got {len(inputs)}", graph_op.loc
+        )
+    env: Env = {}
+    for arg, x in zip(args, inputs):
+        t = arg.type
+        if isinstance(t, TensorType):
+            if not isinstance(x, torch.Tensor) or x.dtype != t.dtype or x.dim() != t.rank:
+                got = f"{dtype_name(x.dtype)}{list(x.shape)}" if isinstance(x, torch.Tensor) else x
+                raise MindError(f"input %{arg.name} must be {t}, got {got}", graph_op.loc)
+            if t.strides is None:
+                x = x.contiguous()
+            elif tuple(x.stride()) != tuple(int(s) for s in t.strides) and x.numel() > 1:
+                raise MindError(
+                    f"input %{arg.name} has strides {list(x.stride())}, its type says {t}",
+                    graph_op.loc,
+                )
+        env[arg] = x
+    return env
+
+
+def evaluate(graph_op: Operation, inputs: list[torch.Tensor]) -> list:
+    """Run a `loops.graph` on `inputs`; returns the values of its `loops.output`, in order."""
+    if graph_op.name != "loops.graph":
+        raise MindError(f"evaluate runs a 'loops.graph', not '{graph_op.name}'", graph_op.loc)
+    env = _bind_inputs(graph_op, inputs)
+    for op in graph_op.body.ops:
+        if op.name == "loops.output":
+            return list(map_values(op.args, lambda v: env[v]))
+        if op.name not in NODES:
+            raise MindError(f"the evaluator does not know the node '{op.name}'", op.loc)
+        for value, data in zip(op.results, NODES[op.name](op, env)):
+            env[value] = _laid_out(value, data)
+    raise MindError(f"'@{graph_op.symbol}' has no loops.output", graph_op.loc)

@@ -1,0 +1,151 @@
+"""Index algebra of scheduled nodes: Inductor's MemoryDeps and its loop merging.
+
+A MemoryDep `("buf0", 128*d0 + d1, {d0: 4, d1: 128})` says which buffer a node touches, at which
+flat index, over which variable ranges. Reads range over all the node's loops (x then r); a
+store whose index uses no r variable (a reduction's result) ranges over the x loops only.
+`merge_dims` is Inductor's `_simplify_loops` with reordering prevented: adjacent dims fuse into
+one when every index sees them as one contiguous range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import sympy
+from mind.ir.core import Operation, Value
+from mind.ir.symbols import IntLike, as_int_like, sym
+from mind.ir.types import TensorType
+
+from .loops_utils import pvar, strides_of, substitute
+
+Dep = tuple[str, IntLike, dict[str, IntLike]]
+Dim = tuple[sympy.Symbol, IntLike]
+
+#: which positional argument of a body op holds an index expression
+INDEX_ARGS = {"load": 1, "store": 1, "index": 0}
+#: the order of a scheduled.node's attributes, as docs/IR.md prints them
+NODE_ATTRS = ("sizes", "device", "origins", "writes", "unmet", "met")
+
+
+def kind(op: Operation) -> str:
+    """`scheduled.load` -> `load`."""
+    return op.name.split(".", 1)[1]
+
+
+def index_ops(body: list[Operation]) -> Iterator[Operation]:
+    return (op for op in body if kind(op) in INDEX_ARGS)
+
+
+def equal(a: IntLike, b: IntLike) -> bool:
+    return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def product(sizes: list[IntLike]) -> IntLike:
+    return as_int_like(sympy.Mul(*sizes)) if sizes else 1
+
+
+# -- MemoryDeps --------------------------------------------------------------------------------
+def _dep(name: str, index: IntLike, ranges: list[IntLike]) -> Dep:
+    """A dep over `ranges`, with the body's p vars renamed d vars."""
+    renamed = substitute(index, {pvar(k): sym(f"d{k}") for k in range(len(ranges))})
+    return (name, renamed, {f"d{k}": s for k, s in enumerate(ranges)})
+
+
+def buffer_dep(value: Value) -> Dep:
+    """A whole buffer, as an extern call reads or writes it: its layout over its own dims."""
+    t = value.type
+    assert isinstance(t, TensorType)
+    index = sum((pvar(k) * s for k, s in enumerate(strides_of(value))), start=sympy.Integer(0))
+    return _dep(value.name, as_int_like(index), list(t.shape))
+
+
+def is_external(value: Value) -> bool:
+    """Graph inputs and constants: reads of them are met before the graph runs."""
+    owner = value.owner
+    return not isinstance(owner, Operation) or owner.name.endswith(".constant_tensor")
+
+
+def unique(deps: list[Dep]) -> list[Dep]:
+    seen: list[Dep] = []
+    for dep in deps:
+        if dep not in seen:
+            seen.append(dep)
+    return seen
+
+
+def split_reads(reads: list[tuple[Value, Dep]]) -> tuple[list[Dep], list[Dep]]:
+    """(met, unmet): reads of graph inputs and constants, reads of other nodes' buffers."""
+    met = unique([d for v, d in reads if is_external(v)])
+    unmet = unique([d for v, d in reads if not is_external(v)])
+    return met, unmet
+
+
+def node_deps(op: Operation) -> dict[str, list[Dep]]:
+    """writes, unmet and met of a scheduled.node, computed from its body."""
+    xs, rs = op.attrs["sizes"]
+    r_vars = {pvar(len(xs) + k) for k in range(len(rs))}
+    writes, reads = [], []
+    for body_op in op.body.ops:
+        if kind(body_op) == "store":
+            name, index, _ = body_op.args
+            over_r = bool(sympy.sympify(index).free_symbols & r_vars)
+            writes.append(_dep(name, index, xs + rs if over_r else xs))
+        elif kind(body_op) == "load":
+            src, index = body_op.args[:2]
+            reads.append((src, _dep(src.name, index, xs + rs)))
+    met, unmet = split_reads(reads)
+    return {"writes": writes, "unmet": unmet, "met": met}
+
+
+def set_node_deps(op: Operation) -> None:
+    """Recompute a node's deps and put its attributes in their printed order."""
+    attrs = {**op.attrs, **node_deps(op)}
+    op.attrs = {k: attrs[k] for k in NODE_ATTRS} | {
+        k: v for k, v in attrs.items() if k not in NODE_ATTRS
+    }
+
+
+# -- merging loops -----------------------------------------------------------------------------
+_M1, _M2 = sym("merge_m1"), sym("merge_m2")
+
+
+def _mergeable(index: IntLike, outer: sympy.Symbol, inner: sympy.Symbol, inner_size) -> bool:
+    """Sound test: stepping `outer` once is stepping `inner` by its size, for any values."""
+    if isinstance(index, int) or not index.free_symbols & {outer, inner}:
+        return True
+    split = index.xreplace({outer: _M1, inner: _M2})
+    merged = index.xreplace({outer: sympy.Integer(0), inner: _M1 * inner_size + _M2})
+    return equal(split, merged)
+
+
+def drop_unit_dims(indexes: list[IntLike], dims: list[Dim]) -> tuple[list[IntLike], list[Dim]]:
+    """Size-1 loops iterate once: their variables are 0."""
+    zero = {v: 0 for v, s in dims if s == 1}
+    return [substitute(e, zero) for e in indexes], [(v, s) for v, s in dims if s != 1]
+
+
+def merge_dims(indexes: list[IntLike], dims: list[Dim]) -> tuple[list[IntLike], list[Dim]]:
+    """Merge adjacent dims (outer, inner) when every index allows it; the merged dim keeps the
+    inner variable, which now counts `outer * inner_size + inner`."""
+    indexes, dims = drop_unit_dims(indexes, dims)
+    k = len(dims) - 1
+    while k > 0:
+        (outer, outer_size), (inner, inner_size) = dims[k - 1], dims[k]
+        if all(_mergeable(e, outer, inner, inner_size) for e in indexes):
+            indexes = [substitute(e, {outer: 0}) for e in indexes]
+            dims[k - 1 : k + 1] = [(inner, as_int_like(outer_size * inner_size))]
+        k -= 1
+    return indexes, dims
+
+
+def normalize_dep(dep: Dep) -> Dep:
+    """Inductor's normalized MemoryDep: contiguous dims merged, variables renamed c0, c1, ...,
+    trailing variables the index does not use dropped."""
+    name, index, ranges = dep
+    (index,), dims = merge_dims([index], [(sym(k), s) for k, s in ranges.items()])
+    names = [sym(f"c{k}") for k in range(len(dims))]
+    index = substitute(index, {v: c for (v, _), c in zip(dims, names)})
+    used = sympy.sympify(index).free_symbols
+    while dims and names[len(dims) - 1] not in used:
+        dims.pop()
+    return (name, index, {str(c): s for c, (_, s) in zip(names, dims)})

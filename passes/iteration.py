@@ -1,0 +1,106 @@
+"""When two scheduler nodes can share one loop nest, and how each maps onto it.
+
+A node iterates `(x sizes, r sizes)`. Two nodes share a nest when their iterations have a common
+refinement (`[4, 128]` and `[512]` both become `[4, 128]`, `[4, 128]` and `[8, 64]` become
+`[4, 2, 64]`): every original loop is then a run of adjacent new loops and its variable a linear
+combination of theirs. Like Inductor's SIMD scheduling, a pointwise node joins a reduction when
+its numel is the reduction's x*r (it runs inside the r loop: prologue or softmax-style epilogue)
+or its x numel (it runs once per row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+from mind.ir.symbols import IntLike
+
+from .deps import equal, product
+from .loops_utils import pvar
+
+Sizes = tuple[list[IntLike], list[IntLike]]
+Mapping = dict[sympy.Symbol, IntLike]
+
+
+@dataclass(frozen=True)
+class Join:
+    """The shared iteration and, for each node, its old loop variables in terms of the new."""
+
+    sizes: Sizes
+    first: Mapping
+    second: Mapping
+
+
+def refine(a: list[IntLike], b: list[IntLike]) -> list[IntLike] | None:
+    """The coarsest loop list that both `a` and `b` are groupings of, or None."""
+    if a == b:
+        return list(a)
+    if not all(isinstance(s, int) for s in a + b) or product(a) != product(b):
+        return None
+    cuts = sorted({*_cumulative(a), *_cumulative(b)})
+    if any(hi % lo for lo, hi in zip(cuts, cuts[1:])):
+        return None
+    return [hi // lo for lo, hi in zip([1, *cuts], cuts)]
+
+
+def _cumulative(sizes: list[int]) -> list[int]:
+    out, running = [], 1
+    for s in sizes:
+        running *= s
+        out.append(running)
+    return out
+
+
+def coarsen(old: list[IntLike], new: list[IntLike], offset: int, first: int = 0) -> Mapping:
+    """Old loop variables `p{first}..` as combinations of the new ones `p{offset}..`; each old
+    loop is a run of adjacent new loops (the caller made `new` a refinement of `old`)."""
+    mapping: Mapping = {}
+    j = 0
+    for k, size in enumerate(old):
+        run = [j]
+        while not equal(product(new[run[0] : run[-1] + 1]), size):
+            assert run[-1] + 1 < len(new), f"{new} does not refine {old}"
+            run.append(run[-1] + 1)
+        expr = sympy.Integer(0)
+        for i in run:
+            expr += pvar(offset + i) * sympy.Mul(*new[i + 1 : run[-1] + 1])
+        mapping[pvar(first + k)] = expr
+        j = run[-1] + 1
+    return mapping
+
+
+def _split(full: list[IntLike], x_numel: IntLike) -> tuple[list[IntLike], list[IntLike]] | None:
+    for k in range(len(full) + 1):
+        if equal(product(full[:k]), x_numel):
+            return full[:k], full[k:]
+    return None
+
+
+def _onto(sizes: Sizes, xs: list[IntLike], rs: list[IntLike]) -> Mapping:
+    """A node's (x, r) loops onto a refinement (xs, rs) that keeps the x/r boundary."""
+    old_x, old_r = sizes
+    return {**coarsen(old_x, xs, 0), **coarsen(old_r, rs, len(xs), len(old_x))}
+
+
+def join(a: Sizes, b: Sizes) -> Join | None:
+    """The iteration nodes `a` and `b` can share, or None when they cannot."""
+    if bool(a[1]) == bool(b[1]):
+        xs, rs = refine(a[0], b[0]), refine(a[1], b[1])
+        if xs is None or rs is None:
+            return None
+        return Join((xs, rs), _onto(a, xs, rs), _onto(b, xs, rs))
+    red, pw = (a, b) if a[1] else (b, a)
+    (rx, rr), px = red, pw[0]
+    full = refine(rx + rr, px)
+    parts = _split(full, product(rx)) if full is not None else None
+    if parts is not None:
+        xs, rs = parts
+        maps = _onto(red, xs, rs), coarsen(px, full, 0)
+    else:
+        xs = refine(rx, px)
+        if xs is None:
+            return None
+        rs = rr
+        maps = _onto(red, xs, rs), coarsen(px, xs, 0)
+    first, second = maps if red is a else maps[::-1]
+    return Join((xs, rs), first, second)

@@ -1,0 +1,105 @@
+"""Index algebra shared by `realize` and `inline`: loop variables, view composition, flat offsets.
+
+Both passes need the same answer to "what does this load really read": follow views down to the
+node or buffer underneath, composing their index maps, and turn an N-d index over a buffer into
+the flat offset its strides give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import sympy
+from mind.ir.core import Operation, Value
+from mind.ir.symbols import IntLike, as_int_like, sym
+from mind.ir.types import TensorType, contiguous_strides
+
+Index = list[IntLike] | IntLike
+
+
+def pvar(i: int) -> sympy.Symbol:
+    """The i-th loop variable of a body (`p0, p1, ...`)."""
+    return sym(f"p{i}")
+
+
+def producer(value: Value) -> Operation | None:
+    """The top-level op that defines `value`, or None for a graph input."""
+    return value.owner if isinstance(value.owner, Operation) else None
+
+
+def is_view(value: Value) -> bool:
+    op = producer(value)
+    return op is not None and op.name == "loops.view"
+
+
+def substitute(expr: IntLike, mapping: dict[sympy.Symbol, IntLike]) -> IntLike:
+    """Replace symbols simultaneously (p vars by a consumer's expressions), then simplify."""
+    if isinstance(expr, int):
+        return expr
+    return simplify_index(expr.xreplace({k: sympy.sympify(v) for k, v in mapping.items()}))
+
+
+def compose_view(
+    value: Value, index: list[IntLike]
+) -> tuple[Value, list[IntLike], list[Operation]]:
+    """Follow a chain of views from `value` read at `index` to the tensor underneath; returns that
+    tensor, the index into it, and the views passed through (for their origins)."""
+    views: list[Operation] = []
+    while is_view(value):
+        view = producer(value)
+        assert view is not None
+        views.append(view)
+        mapping = {pvar(i): e for i, e in enumerate(index)}
+        value, index = view.args[0], [substitute(e, mapping) for e in view.args[1]]
+    return value, index, views
+
+
+def base_of(value: Value) -> Value:
+    """The node or buffer a chain of views reads."""
+    while is_view(value):
+        value = value.owner.args[0]
+    return value
+
+
+def strides_of(value: Value) -> tuple[IntLike, ...]:
+    """A buffer's strides; a graph input typed without strides is read as contiguous."""
+    t = value.type
+    assert isinstance(t, TensorType)
+    return t.strides if t.strides is not None else contiguous_strides(t.shape)
+
+
+def flat_offset(value: Value, index: Index) -> IntLike:
+    """The flat element offset of an N-d index into buffer `value` (a flat index stays as is)."""
+    if not isinstance(index, list):
+        return index
+    strides = strides_of(value)
+    return simplify_index(sum((sympy.sympify(e) * s for e, s in zip(index, strides)), start=0))
+
+
+def simplify_index(expr: IntLike) -> IntLike:
+    """Expand to a sum of terms (`128*p0 + p1`) and fold `c*floor(x/c) + Mod(x, c)` back into
+    `x`, the pair that a reshape of a contiguous buffer leaves behind."""
+    if isinstance(expr, int):
+        return expr
+    expr = sympy.expand(expr)
+    changed = True
+    while changed:
+        changed = False
+        terms = sympy.Add.make_args(expr)
+        for term in terms:
+            coeff, rest = term.as_coeff_Mul()
+            if not isinstance(rest, sympy.Mod) or not rest.args[1].is_Integer:
+                continue
+            x, c = rest.args
+            partner = coeff * c * sympy.floor(x / c)
+            if partner in terms:
+                expr = sympy.expand(expr - term - partner + coeff * x)
+                changed = True
+                break
+    return as_int_like(expr)
+
+
+def body_ops(op: Operation, name: str) -> Iterator[Operation]:
+    """The ops called `loops.<name>` in a node's body."""
+    if op.regions:
+        yield from (o for o in op.body.ops if o.name == f"loops.{name}")

@@ -1,0 +1,71 @@
+"""Helpers shared by the lowering families: type promotion, operands, dims."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+from mind.ir.core import Value
+from mind.ir.symbols import IntLike, sym
+from mind.ir.types import TensorType
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from . import Unsupported
+
+KIND = ELEMENTWISE_TYPE_PROMOTION_KIND
+Index = list[IntLike]
+
+
+def pvars(start: int, count: int) -> Index:
+    """The loop variables `p<start> .. p<start+count-1>`."""
+    return [sym(f"p{i}") for i in range(start, start + count)]
+
+
+def broadcast_index(shape: Sequence[IntLike], index: Sequence[IntLike]) -> Index:
+    """Read a tensor of `shape` at an index over a (possibly larger) broadcast shape: leading
+    dims it lacks are dropped, its size-1 dims read element 0."""
+    index = list(index)[len(index) - len(shape) :] if shape else []
+    return [0 if size == 1 else e for size, e in zip(shape, index)]
+
+
+def is_tensor(x: Any) -> bool:
+    return isinstance(x, Value) and isinstance(x.type, TensorType)
+
+
+def _example(x: Any) -> Any:
+    """What torch's promotion rules need of an operand: a meta tensor of the right rank and
+    dtype, or a Python number of the right kind."""
+    if is_tensor(x):
+        return torch.empty((1,) * x.type.rank, dtype=x.type.dtype, device="meta")
+    if isinstance(x, sympy.Expr):
+        return 1 if x.is_integer else 1.0
+    if isinstance(x, bool | int | float):
+        return x
+    raise Unsupported(f"operand {x!r}")
+
+
+def promote(args: Sequence[Any], kind: ELEMENTWISE_TYPE_PROMOTION_KIND) -> torch.dtype:
+    """The dtype the math runs in (bf16/f16 upcast to f32), by torch's own rules."""
+    examples = [_example(a) for a in args if a is not None]
+    return elementwise_dtypes(*examples, type_promotion_kind=kind)[0]
+
+
+def operand(b, x: Any, index: Sequence[IntLike], dtype: torch.dtype) -> Value:
+    """Operand `x` at `index` as a body value of `dtype`: a (broadcast) load or a constant."""
+    if is_tensor(x):
+        return b.cast(b.load(x, index), dtype)
+    return b.constant(x, dtype)
+
+
+def norm_dim(dim: int, rank: int) -> int:
+    return dim + max(rank, 1) if dim < 0 else dim
+
+
+def norm_dims(dims: Sequence[int] | int | None, rank: int) -> list[int]:
+    """Sorted, non-negative reduction dims; none or an empty list mean every dim."""
+    if dims is None:
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted({norm_dim(d, rank) for d in dims}) if dims else list(range(rank))

@@ -1,0 +1,88 @@
+"""Tensor factories: pointwise nodes whose bodies are a constant (full, zeros, ones, empty,
+scalar_tensor) or an index expression (arange, iota). The result type says dtype and shape."""
+
+from __future__ import annotations
+
+import torch
+from mind.ir.core import Operation
+
+from . import register_lowering
+from .common import operand
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def filled(ctx, value):
+    out = ctx.out
+    return ctx.pointwise(out.dtype, out.shape, lambda b, idx: b.constant(value, out.dtype))
+
+
+@register_lowering(aten.full, aten.scalar_tensor)
+def full(ctx, *args, **kwargs):
+    return filled(ctx, args[-1] if ctx.origin == "scalar_tensor" else args[1])
+
+
+@register_lowering(aten.full_like, aten.new_full)
+def full_like(ctx, x, *args, **kwargs):
+    return filled(ctx, args[-1])
+
+
+@register_lowering(aten.zeros, aten.zeros_like, aten.new_zeros, aten.empty, aten.empty_like)
+@register_lowering(aten.new_empty, aten.empty_strided, aten.new_empty_strided)
+def zeros(ctx, *args, **kwargs):
+    """Empty tensors are zeros: any value is a valid one, and zeros make runs reproducible."""
+    return filled(ctx, 0)
+
+
+@register_lowering(aten.ones, aten.ones_like, aten.new_ones)
+def ones(ctx, *args, **kwargs):
+    return filled(ctx, 1)
+
+
+@register_lowering(aten.fill.Scalar, aten.fill.Tensor)
+def fill(ctx, x, value):
+    out = ctx.out
+    return ctx.pointwise(out.dtype, out.shape, lambda b, idx: operand(b, value, [], out.dtype))
+
+
+def ramp(ctx, start, step):
+    """`start + step * p0`: an index expression when both are integers, else float math."""
+    out = ctx.out
+
+    def body(b, idx):
+        if isinstance(start, int) and isinstance(step, int):
+            return b.index(start + step * idx[0])
+        p = b.cast(b.index(idx[0]), out.dtype)
+        return b.add(b.mul(p, b.constant(step, out.dtype)), b.constant(start, out.dtype))
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+@register_lowering(aten.arange.default)
+def arange(ctx, end, **kwargs):
+    return ramp(ctx, 0, 1)
+
+
+@register_lowering(aten.arange.start, aten.arange.start_step)
+def arange_start(ctx, start, end, step=1, **kwargs):
+    return ramp(ctx, start, step)
+
+
+@register_lowering(prims.iota)
+def iota(ctx, length, *, start, step, **kwargs):
+    return ramp(ctx, start, step)
+
+
+@register_lowering("aten.constant")
+def constant(ctx, *, data):
+    """A tensor constant stays data: a realized `loops.constant_tensor`."""
+    op = Operation(
+        "loops.constant_tensor",
+        [],
+        {"data": data},
+        list(ctx.outs),
+        [ctx.base],
+        symbol=ctx.op.symbol,
+    )
+    return ctx.node(op).result

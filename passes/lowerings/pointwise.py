@@ -1,0 +1,167 @@
+"""Elementwise ops: one scalar op per element, with broadcasting and torch's type promotion made
+explicit (operands are cast to the computation dtype, the result to the op's dtype)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from . import Unsupported, register_lowering
+from .common import KIND, operand, promote
+
+aten = torch.ops.aten
+ScalarFn = Callable[..., object]
+
+
+def elementwise(ctx, args: list, compute: torch.dtype, fn: ScalarFn):
+    """A pointwise node of the op's result type computing `fn(b, *operands)` in `compute`."""
+    out = ctx.out
+
+    def body(b, idx):
+        return fn(b, *(operand(b, a, idx, compute) for a in args))
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+def register_scalar(packet, fn: ScalarFn, compute: Callable[[tuple], torch.dtype]) -> None:
+    """Lower every overload of `packet` to `fn` over operands cast to `compute(args)`."""
+
+    @register_lowering(packet)
+    def lower(ctx, *args):
+        return elementwise(ctx, list(args), compute(args), fn)
+
+
+def promoted(kind) -> Callable[[tuple], torch.dtype]:
+    return lambda args: promote(args, kind)
+
+
+def _op(name: str) -> ScalarFn:
+    return lambda b, *xs: getattr(b, name)(*xs)
+
+
+#: aten packet -> (loops op, promotion kind); unary then binary
+SCALAR_TABLE = {
+    **{
+        n: (n, KIND.INT_TO_FLOAT)
+        for n in (
+            "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh "
+            "tanh asinh acosh atanh sigmoid erf erfc lgamma reciprocal"
+        ).split()
+    },
+    **{n: (n, KIND.DEFAULT) for n in "neg relu floor ceil round trunc sign bitwise_not".split()},
+    "sgn": ("sign", KIND.DEFAULT),
+    "abs": ("abs", KIND.COMPLEX_TO_FLOAT),
+    "square": ("square", KIND.BOOL_TO_LONG),
+    **{
+        n: (n, KIND.DEFAULT)
+        for n in (
+            "mul maximum minimum fmod remainder bitwise_and bitwise_or bitwise_xor hypot"
+        ).split()
+    },
+    "floor_divide": ("floordiv", KIND.DEFAULT),
+    "bitwise_left_shift": ("lshift", KIND.DEFAULT),
+    "bitwise_right_shift": ("rshift", KIND.DEFAULT),
+    "atan2": ("atan2", KIND.INT_TO_FLOAT),
+    "copysign": ("copysign", KIND.INT_TO_FLOAT),
+    "pow": ("pow", KIND.BOOL_TO_LONG),
+    "__lshift__": ("lshift", KIND.DEFAULT),
+    "__rshift__": ("rshift", KIND.DEFAULT),
+}
+#: predicates compare in the promoted dtype and give b8
+PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "signbit")
+#: logical ops read every operand as b8
+LOGICAL = ("logical_and", "logical_or", "logical_xor", "logical_not")
+
+for _name, (_scalar, _kind) in SCALAR_TABLE.items():
+    register_scalar(getattr(aten, _name), _op(_scalar), promoted(_kind))
+for _overload, _name in ((aten.max.other, "maximum"), (aten.min.other, "minimum")):
+    register_scalar(_overload, _op(_name), promoted(KIND.DEFAULT))
+for _name in PREDICATES:
+    register_scalar(getattr(aten, _name), _op(_name), promoted(KIND.DEFAULT))
+for _name in LOGICAL:
+    register_scalar(getattr(aten, _name), _op(_name), lambda args: torch.bool)
+
+
+@register_lowering(aten.add, aten.sub)
+def add_sub(ctx, x, y, alpha=1):
+    """`x + alpha * y` (and `-`); alpha folds away when it is 1."""
+    name = ctx.origin
+
+    def fn(b, a, c):
+        if alpha != 1:
+            c = b.mul(c, b.constant(alpha, c.type.dtype))
+        return getattr(b, name)(a, c)
+
+    return elementwise(ctx, [x, y], promote([x, y], KIND.DEFAULT), fn)
+
+
+_ROUNDING: dict[object, tuple[object, ScalarFn]] = {
+    None: (KIND.INT_TO_FLOAT, lambda b, x, y: b.truediv(x, y)),
+    "floor": (KIND.DEFAULT, lambda b, x, y: b.floordiv(x, y)),
+}
+
+
+@register_lowering(aten.div)
+def div(ctx, x, y, *, rounding_mode=None):
+    if rounding_mode == "trunc":
+        return _trunc_div(ctx, x, y)
+    kind, fn = _ROUNDING[rounding_mode]
+    return elementwise(ctx, [x, y], promote([x, y], kind), fn)
+
+
+def _trunc_div(ctx, x, y):
+    """Division rounded toward zero; integers divide exactly in f64 (|x| < 2**53)."""
+    compute = promote([x, y], KIND.DEFAULT)
+    if compute.is_floating_point:
+        return elementwise(ctx, [x, y], compute, lambda b, a, c: b.trunc(b.truediv(a, c)))
+
+    def fn(b, a, c):
+        q = b.trunc(b.truediv(b.cast(a, torch.float64), b.cast(c, torch.float64)))
+        return b.cast(q, compute)
+
+    return elementwise(ctx, [x, y], compute, fn)
+
+
+@register_lowering(aten.where)
+def where(ctx, cond, x, y):
+    compute = promote([x, y], KIND.NO_OPMATH)
+    out = ctx.out
+
+    def body(b, idx):
+        c = operand(b, cond, idx, torch.bool)
+        return b.where(c, operand(b, x, idx, compute), operand(b, y, idx, compute))
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+@register_lowering(aten.masked_fill)
+def masked_fill(ctx, x, mask, value):
+    out = ctx.out
+
+    def body(b, idx):
+        m = operand(b, mask, idx, torch.bool)
+        return b.where(m, operand(b, value, idx, out.dtype), operand(b, x, idx, out.dtype))
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+@register_lowering(aten.clamp, aten.clamp_min, aten.clamp_max)
+def clamp(ctx, x, lo=None, hi=None):
+    """`minimum(maximum(x, lo), hi)`; clamp_max's one bound is an upper bound."""
+    if ctx.origin == "clamp_max":
+        lo, hi = None, lo
+    bounds = [(lo, "maximum"), (hi, "minimum")]
+    present = [(v, name) for v, name in bounds if v is not None]
+    if not present:
+        raise Unsupported("clamp without bounds")
+    compute = promote([x, *(v for v, _ in present)], KIND.DEFAULT)
+    out = ctx.out
+
+    def body(b, idx):
+        v = operand(b, x, idx, compute)
+        for bound, name in present:
+            v = getattr(b, name)(v, operand(b, bound, idx, compute))
+        return v
+
+    return ctx.pointwise(out.dtype, out.shape, body)

@@ -1,0 +1,127 @@
+"""Reductions over any dims, with keepdim: one `loops.reduction` node each; mean and variance
+are built from sums (a reduction, then pointwise math on its result)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from mind.ir.core import Value
+
+from . import register_lowering
+from .common import norm_dims
+
+aten = torch.ops.aten
+
+#: aten packet -> loops reduction_type
+REDUCTION_OF = {
+    "sum": "sum",
+    "prod": "prod",
+    "amax": "max",
+    "amin": "min",
+    "max": "max",
+    "min": "min",
+    "argmax": "argmax",
+    "argmin": "argmin",
+    "any": "any",
+    "all": "all",
+}
+
+
+def upcast(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def reduce(
+    ctx,
+    x: Value,
+    dims,
+    keepdim: bool,
+    reduction_type: str,
+    dtype: torch.dtype,
+    fn: Callable | None = None,
+) -> Value:
+    """Reduce `fn(b, x[index], idx)` (default: the loaded element) over `dims` of x."""
+    rank = x.type.rank
+    dims = [d for d in norm_dims(dims, rank) if d < rank]
+    kept = [d for d in range(rank) if d not in dims]
+    shape = [1 if d in dims else x.type.shape[d] for d in range(rank) if keepdim or d not in dims]
+    ranges = [x.type.shape[d] for d in dims]
+
+    def body(b, idx, ridx=()):
+        index = [
+            ridx[dims.index(d)] if d in dims else idx[d if keepdim else kept.index(d)]
+            for d in range(rank)
+        ]
+        value = b.load(x, index)
+        return fn(b, value, idx) if fn else value
+
+    if not dims:
+        return ctx.pointwise(dtype, shape, body)
+    return ctx.reduction(dtype, shape, ranges, reduction_type, body)
+
+
+def numel(x: Value, dims) -> object:
+    rank = x.type.rank
+    return math.prod(x.type.shape[d] for d in norm_dims(dims, rank) if d < rank)
+
+
+@register_lowering(aten.sum, aten.prod, aten.amax, aten.amin, aten.any, aten.all)
+@register_lowering(aten.max.default, aten.min.default, aten.argmax, aten.argmin)
+def reduction(ctx, x, dims=None, keepdim=False, *, dtype=None):
+    return reduce(ctx, x, dims, keepdim, REDUCTION_OF[ctx.origin], ctx.out.dtype)
+
+
+@register_lowering(aten.max.dim, aten.min.dim)
+def max_dim(ctx, x, dim, keepdim=False):
+    """The values and the indices: two reductions over the same loads."""
+    kind = REDUCTION_OF[ctx.origin]
+    values = reduce(ctx, x, dim, keepdim, kind, ctx.outs[0].dtype)
+    return values, reduce(ctx, x, dim, keepdim, f"arg{kind}", torch.int64)
+
+
+def divide(ctx, total: Value, count, dtype: torch.dtype) -> Value:
+    """A pointwise node `total / count` cast to `dtype`."""
+
+    def body(b, idx):
+        t = b.load(total, idx)
+        return b.truediv(t, b.constant(count, t.type.dtype))
+
+    return ctx.pointwise(dtype, total.type.shape, body)
+
+
+@register_lowering(aten.mean)
+def mean(ctx, x, dims=None, keepdim=False, *, dtype=None):
+    acc = upcast(ctx.out.dtype)
+    total = reduce(ctx, x, dims, keepdim, "sum", acc, lambda b, v, idx: b.cast(v, acc))
+    return divide(ctx, total, numel(x, dims), ctx.out.dtype)
+
+
+def _var(ctx, x, dims, correction, keepdim):
+    """Two passes: the mean, then the sum of squared deviations over n - correction."""
+    acc = upcast(x.type.dtype)
+    n = numel(x, dims)
+    total = reduce(ctx, x, dims, keepdim, "sum", acc, lambda b, v, idx: b.cast(v, acc))
+
+    def square_dev(b, v, idx):
+        m = b.truediv(b.load(total, idx), b.constant(n, acc))
+        d = b.sub(b.cast(v, acc), m)
+        return b.mul(d, d)
+
+    squares = reduce(ctx, x, dims, keepdim, "sum", acc, square_dev)
+    correction = 1 if correction is None else correction
+    dof = n - correction
+    var = divide(ctx, squares, max(dof, 0) if isinstance(dof, int) else dof, ctx.outs[0].dtype)
+    return var, total, n
+
+
+@register_lowering(aten.var.correction)
+def var(ctx, x, dims=None, *, correction=None, keepdim=False):
+    return _var(ctx, x, dims, correction, keepdim)[0]
+
+
+@register_lowering(aten.var_mean.correction)
+def var_mean(ctx, x, dims=None, *, correction=None, keepdim=False):
+    var_, total, n = _var(ctx, x, dims, correction, keepdim)
+    return var_, divide(ctx, total, n, ctx.outs[1].dtype)

@@ -1,0 +1,197 @@
+"""realize: decide which loops nodes become buffers (Inductor's StorageBox.realize rules).
+
+Not realizing a node means every consumer recomputes it; realizing it costs a write and a read.
+Like Inductor, realize graph outputs, reductions, inputs of extern and fallback calls, nodes
+reused by several consumers whose bodies read a lot, and nodes whose inlined bodies have grown
+too many reads or ops. Views feeding an extern call or a graph output are copied into a buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from mind.dialects.loops import is_buffer, is_realized
+from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
+from mind.ir.types import ScalarType, TensorType, contiguous_strides
+
+from .loops_utils import base_of, body_ops, flat_offset, is_view, producer, pvar
+from .manager import Pass, register_pass
+
+#: node kinds that compute their elements from a body
+COMPUTED = ("loops.pointwise", "loops.reduction")
+#: ops whose tensor arguments must be buffers
+NEEDS_BUFFERS = ("loops.extern", "loops.fallback", "loops.output")
+#: ops whose tensor results are named bufN
+NAMED_BUFFERS = (*COMPUTED, "loops.extern", "loops.fallback")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a node's body would cost once its unrealized producers are inlined into it."""
+
+    reads: int
+    ops: int
+
+
+@register_pass
+@dataclass(frozen=True)
+class Realize(Pass):
+    """Options mirror Inductor's config: realize_reads_threshold, realize_acc_reads_threshold,
+    and a cap on the size of an inlined body."""
+
+    name = "realize"
+    input = "loops"
+    output = "loops"
+    summary = "choose the nodes that become buffers (%bufN) and rewrite loads from them"
+
+    reads_threshold: int = 4
+    acc_reads_threshold: int = 8
+    max_body_ops: int = 64
+
+    def run(self, module: Module) -> Module:
+        for graph in module.ops:
+            if graph.name == "loops.graph":
+                realize_graph(graph, self)
+        return module
+
+
+def realize_graph(graph: Operation, opts: Realize) -> None:
+    """Realize in place: copies for views that need memory, then strides, flexible layouts,
+    bufN names and flat loads for the chosen nodes."""
+    block = graph.body
+    _copy_views(block)
+    chosen = _choose(block, opts)
+    for node in chosen:
+        t = node.result.type
+        node.result.type = dataclasses.replace(t, strides=contiguous_strides(t.shape))
+        node.attrs["layout"] = "flexible"
+    _name_buffers(block)
+    _flatten_buffer_loads(block)
+
+
+def _copy_views(block: Block) -> None:
+    """An extern call or a graph output needs memory: a view there becomes a copy (one per view);
+    an identity view is replaced by its source."""
+    copies: dict[Value, Value] = {}
+
+    def materialize(value: Value) -> Value:
+        while is_view(value) and _is_identity(producer(value)):
+            value = producer(value).args[0]
+        if not is_view(value):
+            return value
+        if value not in copies:
+            copies[value] = _insert_copy(block, producer(value))
+        return copies[value]
+
+    for op in list(block.ops):
+        if op.name in NEEDS_BUFFERS:
+            op.args = map_values(op.args, materialize)
+
+
+def _is_identity(view: Operation) -> bool:
+    src, index = view.args
+    return src.type.shape == view.result.type.shape and index == [
+        pvar(i) for i in range(len(index))
+    ]
+
+
+def _insert_copy(block: Block, view: Operation) -> Value:
+    t = view.result.type
+    load = Operation(
+        "loops.load",
+        [view.result, [pvar(i) for i in range(t.rank)]],
+        result_types=[ScalarType(t.dtype)],
+        result_names=["0"],
+    )
+    body = Block(ops=[load, Operation("loops.yield", [load.result])])
+    copy = Operation(
+        "loops.pointwise",
+        attrs={"origins": list(view.attrs.get("origins", []))},
+        result_types=[dataclasses.replace(t, strides=None)],
+        result_names=[f"{view.result.name}_copy"],
+        regions=[Region(body)],
+        loc=view.loc,
+    )
+    block.insert_before(block.ops[block.ops.index(view) + 1], copy)
+    return copy.result
+
+
+def _choose(block: Block, opts: Realize) -> list[Operation]:
+    """The unrealized nodes to realize, deciding in definition order so that each node's cost
+    counts through the producers that stay inlined."""
+    users = _users(block)
+    forced = {
+        producer(base_of(v))
+        for op in block.ops
+        if op.name in NEEDS_BUFFERS
+        for v in iter_values(op.args)
+    }
+    chosen: set[Operation] = set()
+    costs: dict[Operation, Cost] = {}
+    for node in block.ops:
+        if node.name not in COMPUTED or is_realized(node):
+            continue
+        cost = costs[node] = _cost(node, chosen, costs)
+        reused = len(users.get(node, ())) > 1 and cost.reads > opts.reads_threshold
+        if (
+            node.name == "loops.reduction"
+            or node in forced
+            or reused
+            or cost.reads > opts.acc_reads_threshold
+            or cost.ops > opts.max_body_ops
+        ):
+            chosen.add(node)
+    return [n for n in block.ops if n in chosen]
+
+
+def _users(block: Block) -> dict[Operation, set[Operation]]:
+    """Each node's consumers: the nodes whose bodies load it (directly or through views) and the
+    ops that take it as an argument."""
+    users: dict[Operation, set[Operation]] = {}
+    for op in block.ops:
+        if op.name == "loops.view":
+            continue
+        read = [load.args[0] for load in body_ops(op, "load")] + list(iter_values(op.args))
+        for value in read:
+            node = producer(base_of(value))
+            if node is not None:
+                users.setdefault(node, set()).add(op)
+    return users
+
+
+def _cost(node: Operation, chosen: set[Operation], costs: dict[Operation, Cost]) -> Cost:
+    reads = ops = 0
+    for op in node.body.ops:
+        if op.name == "loops.yield":
+            continue
+        is_load = op.name == "loops.load"
+        src = producer(base_of(op.args[0])) if is_load else None
+        if src in costs and src not in chosen:  # an unrealized node: its body is inlined here
+            reads += costs[src].reads
+            ops += costs[src].ops
+        else:
+            reads += int(is_load)
+            ops += 1
+    return Cost(reads, ops)
+
+
+def _name_buffers(block: Block) -> None:
+    """Inductor's buffer names: buf0, buf1, ... in definition order over every buffer made."""
+    n = 0
+    for op in block.ops:
+        if op.name not in NAMED_BUFFERS:
+            continue
+        for result in op.results:
+            if isinstance(result.type, TensorType) and result.type.strides is not None:
+                result.name = f"buf{n}"
+                n += 1
+
+
+def _flatten_buffer_loads(block: Block) -> None:
+    """Loads from a node that just became a buffer take the flat offset its strides give."""
+    for node in block.ops:
+        for load in body_ops(node, "load"):
+            src, index = load.args
+            if is_buffer(src) and isinstance(index, list):
+                load.args[1] = flat_offset(src, index)

@@ -1,0 +1,449 @@
+"""Builds one `triton.kernel` from one `scheduled.node`, following its Layout.
+
+Every body value is a block: x-only values are [XBLOCK, 1], values that vary along r are
+[XBLOCK, R0_BLOCK]. A body splits into phases by how many reductions a value depends on: phase k
+holds the work feeding the reductions whose inputs depend on k reductions. A persistent kernel
+computes the phases one after the other in registers; a looped kernel runs one r-loop per phase
+that reads along r, recomputing the loads it needs (softmax: max, then sum of exp, then the
+normalized store).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+from mind.dialects.triton import (
+    block_dim,
+    broadcast_shapes,
+    dtype_of,
+    ptr_dtype,
+    ptr_type,
+    shape_of,
+)
+from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.diagnostics import MindError
+from mind.ir.symbols import as_int_like, sym
+from mind.ir.types import ScalarType, TensorType
+
+from .triton_layout import Group, Layout
+from .triton_phases import Phases
+
+_ARG_REDUCTIONS = ("argmax", "argmin")
+#: the elementwise op that folds one more value into a looped accumulator
+_COMBINE = {
+    "sum": "add",
+    "prod": "mul",
+    "max": "maximum",
+    "min": "minimum",
+    "any": "logical_or",
+    "all": "logical_and",
+}
+
+
+def neutral(kind: str, dtype: torch.dtype):
+    """The value a masked lane contributes: it leaves the reduction unchanged."""
+    if dtype == torch.bool:
+        return kind in ("all", "prod", "argmin", "min")
+    low = float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+    high = float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
+    table = {"sum": 0, "prod": 1, "max": low, "argmax": low, "min": high, "argmin": high}
+    value = table.get(kind, 0)
+    return float(value) if dtype.is_floating_point else int(value)
+
+
+@dataclass
+class Scope:
+    """What one block of the kernel sees: translated body values, index vars, masks."""
+
+    block: Block
+    values: dict[Value, Value] = field(default_factory=dict)
+    vars: dict[str, Value] = field(default_factory=dict)
+    indices: dict[str, Value] = field(default_factory=dict)
+    masks: dict[frozenset, Value] = field(default_factory=dict)
+
+    def child(self, block: Block) -> Scope:
+        return Scope(
+            block, dict(self.values), dict(self.vars), dict(self.indices), dict(self.masks)
+        )
+
+
+class KernelBuilder:
+    def __init__(self, node: Operation, layout: Layout, name: str, buffers: dict[Value, Value]):
+        self.node, self.layout = node, layout
+        self.counter = 0
+        self.value_groups: dict[Value, frozenset[Group]] = {}
+        self.subs: dict[sympy.Symbol, sympy.Expr] = {}
+        self._name_vars()
+        args, self.launch_args, self.ptrs = self._signature(buffers)
+        constexprs = dict(layout.config.blocks)
+        attrs = {
+            "kind": layout.config.kind,
+            "constexprs": constexprs,
+            "num_warps": layout.config.num_warps,
+            "num_stages": layout.config.num_stages,
+            "origins": list(node.attrs.get("origins", [])),
+        }
+        self.kernel = Operation(
+            "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))]
+        )
+        self.numels = {g.prefix: a for g, a in zip(layout.groups, args[-len(layout.groups) :])}
+
+    # -- naming and signature --------------------------------------------------------------
+    def _name_vars(self) -> None:
+        n = 0
+        for group in self.layout.groups:
+            for dim, size in zip(group.dims, group.sizes):
+                if size == 1:
+                    self.subs[sym(f"p{dim}")] = sympy.Integer(0)
+                    continue
+                name = f"{group.prefix}{n}"
+                self.subs[sym(f"p{dim}")] = sym(name)
+                n += 1
+
+    def _signature(self, buffers: dict[Value, Value]):
+        loads = [op.args[0] for op in self.node.body.ops if op.name == "scheduled.load"]
+        inputs = list(dict.fromkeys(loads))
+        args, launch, ptrs = [], [], {}
+        for i, value in enumerate(inputs):
+            ptrs[value] = Value(f"in_ptr{i}", ptr_type(value.type.dtype))
+            args.append(ptrs[value])
+            launch.append(buffers[value])
+        for i, (write, result) in enumerate(zip(self.node.attrs["writes"], self.node.results)):
+            ptrs[write[0]] = Value(f"out_ptr{i}", ptr_type(result.type.dtype))
+            args.append(ptrs[write[0]])
+            launch.append(buffers[result])
+        for group in self.layout.groups:
+            args.append(Value(f"{group.prefix}numel", ScalarType(self.layout.index_dtype)))
+            launch.append(group.numel)
+        return args, launch, ptrs
+
+    # -- emission helpers ------------------------------------------------------------------
+    def emit(self, scope: Scope, name: str, args, dtype, shape, attrs=None, result=None) -> Value:
+        if result is None:
+            result, self.counter = f"tmp{self.counter}", self.counter + 1
+        op = Operation(f"triton.{name}", args, attrs, [TensorType(dtype, tuple(shape))], [result])
+        return scope.block.append(op).result
+
+    def emit_op(self, scope: Scope, name: str, args: list[Value], dtype, attrs=None) -> Value:
+        shape = broadcast_shapes([shape_of(a) for a in args])
+        return self.emit(scope, name, args, dtype, shape, attrs)
+
+    def index(self, scope: Scope, expr, indirect=(), dtype=None) -> Value:
+        """A flat index over p vars as a `triton.index` over this scope's vars (reused when the
+        same expression was built in this scope)."""
+        expr = sympy.sympify(expr).subs(self.subs)
+        binds = {}
+        for s in sorted(expr.free_symbols, key=str):
+            if s.name in scope.vars:
+                binds[s.name] = scope.vars[s.name]
+            elif (
+                s.name.startswith("i") and s.name[1:].isdigit() and int(s.name[1:]) < len(indirect)
+            ):
+                binds[s.name] = scope.values[indirect[int(s.name[1:])]]
+            else:
+                raise MindError(f"index uses unknown symbol '{s}'", self.node.loc)
+        wide = self.layout.index_dtype == torch.int64 or any(
+            dtype_of(v) == torch.int64 for v in binds.values()
+        )
+        dtype = dtype or (torch.int64 if wide else torch.int32)
+        if expr.is_Symbol and dtype_of(binds[expr.name]) == dtype:
+            return binds[expr.name]
+        key = (expr, dtype, tuple(binds.items()))
+        if key not in scope.indices:
+            shape = broadcast_shapes([shape_of(v) for v in binds.values()])
+            value = self.emit(scope, "index", [as_int_like(expr), binds], dtype, shape)
+            scope.indices[key] = self.track(value, binds)
+        return scope.indices[key]
+
+    def mask(self, scope: Scope, groups) -> Value | None:
+        groups = frozenset(g.prefix for g in groups if g.masked)
+        if not groups:
+            return None
+        if groups not in scope.masks:
+            parts = [scope.indices[f"{p}mask"] for p in sorted(groups, reverse=True)]
+            value = parts[0]
+            for part in parts[1:]:
+                value = self.emit_op(scope, "logical_and", [value, part], torch.bool)
+            scope.masks[groups] = value
+        return scope.masks[groups]
+
+    def groups_of(self, value: Value) -> frozenset[Group]:
+        """The groups an index value varies along."""
+        return self.value_groups.get(value, frozenset())
+
+    def track(self, value: Value, binds: dict[str, Value]) -> Value:
+        self.value_groups[value] = frozenset().union(*(self.groups_of(v) for v in binds.values()))
+        return value
+
+    def full(self, scope: Scope, value, dtype, shape) -> Value:
+        return self.emit(scope, "full", [value], dtype, shape)
+
+    # -- index groups ------------------------------------------------------------------------
+    def bind(
+        self, scope: Scope, expr: sympy.Expr, values: list[Value], shape, result: str
+    ) -> Value:
+        """A `triton.index` over named values: the symbols of `expr` are the values' names."""
+        names = {v.name: v for v in values}
+        value = self.emit(
+            scope, "index", [expr, names], self.layout.index_dtype, shape, result=result
+        )
+        return self.track(value, names)
+
+    def group_index(self, scope: Scope, group: Group, offset: Value | None, base: Value) -> None:
+        """xindex = xoffset + xbase, xmask, and the p vars it decomposes into (x0, x1, ...)."""
+        p = group.prefix
+        parts = [base] if offset is None else [offset, base]
+        index = self.bind(scope, sum(sym(v.name) for v in parts), parts, group.shape, f"{p}index")
+        self.value_groups[index] = frozenset([group])
+        scope.indices[f"{p}index"] = index
+        if group.masked:
+            mask = self.emit(
+                scope, "lt", [index, self.numels[p]], torch.bool, group.shape, result=f"{p}mask"
+            )
+            scope.indices[f"{p}mask"] = mask
+        stride = group.numel
+        for dim, size in zip(group.dims, group.sizes):
+            stride //= size
+            var = self.subs[sym(f"p{dim}")]
+            if size == 1:
+                continue
+            expr = sym(index.name) if stride == 1 else sympy.floor(sym(index.name) / stride)
+            if stride * size != group.numel:
+                expr = sympy.Mod(expr, size)
+            scope.vars[var.name] = self.bind(scope, expr, [index], group.shape, var.name)
+
+    def program_group(self, scope: Scope, group: Group) -> None:
+        idt = self.layout.index_dtype
+        pid = self.emit(scope, "program_id", [group.pid_axis], idt, (), result=f"{group.prefix}pid")
+        offset = self.bind(
+            scope, block_dim(group.block) * sym(pid.name), [pid], (), f"{group.prefix}offset"
+        )
+        self.group_index(scope, group, offset, self.base(scope, group))
+
+    def base(self, scope: Scope, group: Group) -> Value:
+        block = block_dim(group.block)
+        ar = self.emit(scope, "arange", [0, block], torch.int32, (block,))
+        if group.rank == 1:
+            return ar
+        return self.emit(
+            scope,
+            "expand_dims",
+            [ar, 1 - group.axis],
+            torch.int32,
+            group.shape,
+            result=f"{group.prefix}base",
+        )
+
+    # -- the body ----------------------------------------------------------------------------
+    def build(self) -> Operation:
+        top = Scope(self.kernel.body)
+        for group in self.layout.groups:
+            if group.pid_axis is not None:
+                self.program_group(top, group)
+        rgroup = self.layout.rgroup
+        if rgroup is not None:
+            rbase = self.base(top, rgroup)
+            if not self.layout.looped:
+                self.group_index(top, rgroup, None, rbase)
+        phases = Phases(self.node)
+        for k in range(phases.count):
+            for op in phases.x_ops(k):
+                self.translate(top, op)
+            reductions, stores = phases.r_work(k)
+            if not reductions and not stores:
+                continue
+            if self.layout.looped:
+                self.loop(top, rbase, phases, reductions, stores)
+            else:
+                for op in phases.closure(reductions + stores):
+                    if op.results and op.result in top.values:
+                        continue
+                    if op.name == "scheduled.reduction":
+                        top.values[op.result] = self.reduce_rows(top, op)
+                    else:
+                        self.translate(top, op)
+        return self.kernel
+
+    def translate(self, scope: Scope, op: Operation) -> None:
+        kind = op.name.split(".", 1)[1]
+        handler = getattr(self, f"on_{kind}", None)
+        if handler is not None:
+            handler(scope, op)
+            return
+        args = [scope.values[a] for a in op.args]
+        scope.values[op.result] = self.emit_op(scope, kind, args, op.result.type.dtype)
+
+    def on_load(self, scope: Scope, op: Operation) -> None:
+        src, index = op.args
+        offset = self.index(scope, index, op.attrs.get("indirect", ()))
+        mask = self.mask(scope, self.groups_of(offset))
+        attrs = {}
+        if "mask" in op.attrs:
+            body_mask = scope.values[op.attrs["mask"]]
+            mask = (
+                body_mask
+                if mask is None
+                else self.emit_op(scope, "logical_and", [body_mask, mask], torch.bool)
+            )
+        if mask is not None:
+            attrs["mask"] = mask
+            if "other" in op.attrs:
+                attrs["other"] = op.attrs["other"]
+        shape = broadcast_shapes(
+            [shape_of(offset)] + ([shape_of(mask)] if mask is not None else [])
+        )
+        scope.values[op.result] = self.emit(
+            scope, "load", [self.ptrs[src], offset], src.type.dtype, shape, attrs
+        )
+
+    def on_store(self, scope: Scope, op: Operation) -> None:
+        name, index, value = op.args
+        ptr = self.ptrs[name]
+        v = scope.values[value]
+        if dtype_of(v) != ptr_dtype(ptr.type):
+            v = self.emit(scope, "cast", [v], ptr_dtype(ptr.type), shape_of(v))
+        offset = self.index(scope, index)
+        mask = self.mask(scope, self.groups_of(offset))
+        op = Operation("triton.store", [ptr, offset, v], {"mask": mask} if mask is not None else {})
+        scope.block.append(op)
+
+    def on_constant(self, scope: Scope, op: Operation) -> None:
+        shape = (1,) * self.layout.groups[0].rank
+        scope.values[op.result] = self.full(scope, op.args[0], op.result.type.dtype, shape)
+
+    def on_index(self, scope: Scope, op: Operation) -> None:
+        scope.values[op.result] = self.index(scope, op.args[0], dtype=op.result.type.dtype)
+
+    def on_cast(self, scope: Scope, op: Operation) -> None:
+        v = scope.values[op.args[0]]
+        scope.values[op.result] = self.emit(scope, "cast", [v], op.result.type.dtype, shape_of(v))
+
+    # -- reductions --------------------------------------------------------------------------
+    def masked_input(self, scope: Scope, op: Operation, dtype) -> Value:
+        """The reduction's input as a full block, masked lanes set to the neutral value."""
+        full = self.layout.full_shape
+        v = scope.values[op.args[0]]
+        if dtype_of(v) != dtype:
+            v = self.emit(scope, "cast", [v], dtype, shape_of(v))
+        if tuple(shape_of(v)) != full:
+            v = self.emit(scope, "broadcast_to", [v], dtype, full)
+        mask = self.mask(scope, self.layout.groups)
+        if mask is None:
+            return v
+        other = self.full(
+            scope, neutral(op.attrs["reduction_type"], dtype), dtype, (1,) * len(full)
+        )
+        return self.emit_op(scope, "where", [mask, v, other], dtype)
+
+    def r_index(self, scope: Scope) -> Value:
+        index = scope.indices["r0_index"]
+        return (
+            index
+            if dtype_of(index) == torch.int64
+            else self.emit(scope, "cast", [index], torch.int64, shape_of(index))
+        )
+
+    def reduce_rows(self, scope: Scope, op: Operation) -> Value:
+        kind, rdt = op.attrs["reduction_type"], op.result.type.dtype
+        xshape = self.layout.groups[0].shape
+        if kind in _ARG_REDUCTIONS:
+            v = self.masked_input(scope, op, op.args[0].type.dtype)
+            index = self.emit(
+                scope, "broadcast_to", [self.r_index(scope)], torch.int64, self.layout.full_shape
+            )
+            return self.emit(
+                scope, "reduce_index", [v, index, 1], rdt, xshape, {"reduction_type": kind}
+            )
+        v = self.masked_input(scope, op, torch.bool if kind in ("any", "all") else rdt)
+        return self.emit(scope, "reduce", [v, 1], rdt, xshape, {"reduction_type": kind})
+
+    def loop(self, top: Scope, rbase: Value, phases: Phases, reductions, stores) -> None:
+        """One r-loop: accumulators carried along r, reduced across the block after the loop."""
+        full, idt = self.layout.full_shape, self.layout.index_dtype
+        accs: list[tuple[Operation, list]] = []
+        for op in reductions:
+            kind = op.attrs["reduction_type"]
+            vdt = self.acc_dtype(op)
+            inits = [self.full(top, neutral(kind, vdt), vdt, full)]
+            if kind in _ARG_REDUCTIONS:
+                inits.append(self.full(top, 0, torch.int64, full))
+            accs.append((op, inits))
+        inits = [v for _, vs in accs for v in vs]
+        block = Block([Value("r0_offset", ScalarType(idt))])
+        carried = [block.add_arg(Value(f"_acc{i}", v.type)) for i, v in enumerate(inits)]
+        # the static trip count, as Inductor writes it (the interpreter cannot range over an arg)
+        attrs = {"range": (0, self.layout.rgroup.numel, block_dim("R0_BLOCK")), "init": inits}
+        loop = Operation(
+            "triton.for",
+            [],
+            attrs,
+            [v.type for v in inits],
+            [f"tmp{self.counter + i}" for i in range(len(inits))],
+            [Region(block)],
+        )
+        self.counter += len(inits)
+        inner = top.child(block)
+        self.group_index(inner, self.layout.rgroup, block.args[0], rbase)
+        for op in phases.closure(reductions + stores):
+            if op.name != "scheduled.reduction":
+                if not (op.results and op.result in top.values):
+                    self.translate(inner, op)
+        nexts, i = [], 0
+        mask = self.mask(inner, self.layout.groups)
+        for op, vs in accs:
+            kind, acc = op.attrs["reduction_type"], carried[i : i + len(vs)]
+            value = self.masked_input(inner, op, dtype_of(acc[0]))
+            if kind in _ARG_REDUCTIONS:
+                index = self.r_index(inner)
+                new = list(self.combine_index(inner, kind, acc, value, index))
+            else:
+                new = [self.emit_op(inner, _COMBINE[kind], [acc[0], value], dtype_of(acc[0]))]
+            if mask is not None:
+                new = [
+                    self.emit_op(inner, "where", [mask, n, a], dtype_of(a))
+                    for n, a in zip(new, acc)
+                ]
+            nexts += new
+            i += len(vs)
+        block.append(Operation("triton.yield", nexts))
+        top.block.append(loop)
+        i = 0
+        for op, vs in accs:
+            kind, rdt, out = (
+                op.attrs["reduction_type"],
+                op.result.type.dtype,
+                loop.results[i : i + len(vs)],
+            )
+            xshape = self.layout.groups[0].shape
+            args = [*out, 1]
+            name = "reduce_index" if kind in _ARG_REDUCTIONS else "reduce"
+            top.values[op.result] = self.emit(
+                top, name, args, rdt, xshape, {"reduction_type": kind}
+            )
+            i += len(vs)
+
+    @staticmethod
+    def acc_dtype(op: Operation) -> torch.dtype:
+        kind = op.attrs["reduction_type"]
+        if kind in ("any", "all"):
+            return torch.bool
+        return op.args[0].type.dtype if kind in _ARG_REDUCTIONS else op.result.type.dtype
+
+    def combine_index(self, scope: Scope, kind: str, acc, value: Value, index: Value):
+        op = Operation(
+            "triton.combine_index", [acc[0], acc[1], value, index], {"reduction_type": kind},
+            [acc[0].type, acc[1].type], [f"tmp{self.counter}", f"tmp{self.counter + 1}"],
+        )  # fmt: skip
+        self.counter += 2
+        return scope.block.append(op).results
+
+
+def build_kernel(
+    node: Operation, layout: Layout, name: str, buffers: dict[Value, Value]
+) -> tuple[Operation, list]:
+    """The kernel for `node`, and the arguments its launch passes (wrapper values, then numels).
+    `buffers` maps the node's inputs and results to the wrapper's values."""
+    builder = KernelBuilder(node, layout, name, buffers)
+    return builder.build(), builder.launch_args

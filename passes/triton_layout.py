@@ -1,0 +1,156 @@
+"""How one scheduled node maps onto a Triton kernel's program: which dims each block axis
+covers (x, y, r0), the kernel kind and launch config, and the index width.
+
+- pointwise: 1-D over the merged x dims, unless one access is contiguous along an outer dim while
+  another is contiguous along the innermost (a transpose): then a 2-D tile [YBLOCK, XBLOCK] with
+  the outer dims on y, so both reads stay coalesced within the tile.
+- reductions: x on axis 0, r0 on axis 1. Reads contiguous along r make an inner reduction (small
+  XBLOCK, wide R0_BLOCK); reads contiguous along x only (a column sum) an outer one (wide XBLOCK).
+- i64 indices once any extent reaches 2**31, i32 otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import sympy
+import torch
+from mind.ir.core import Operation
+from mind.ir.diagnostics import MindError
+from mind.ir.symbols import sym
+from mind.ir.types import TensorType
+
+from .triton_heuristics import LaunchConfig, pointwise_config, reduction_config
+
+
+@dataclass(frozen=True)
+class Group:
+    """The dims (positions of p vars) that one block axis covers."""
+
+    prefix: str  # "x", "y", "r0_": names xindex, xmask, xnumel
+    block: str  # the constexpr block size: XBLOCK
+    dims: tuple[int, ...]
+    sizes: tuple[int, ...]
+    axis: int  # the block axis it varies along
+    rank: int  # the kernel's block rank
+    pid_axis: int | None  # grid axis; None for the reduction group
+    masked: bool
+
+    @property
+    def numel(self) -> int:
+        return prod(self.sizes)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(sym(self.block) if i == self.axis else 1 for i in range(self.rank))
+
+
+@dataclass(frozen=True)
+class Layout:
+    config: LaunchConfig
+    groups: tuple[Group, ...]  # grid groups first (y, x), then r0_
+    index_dtype: torch.dtype
+
+    @property
+    def rgroup(self) -> Group | None:
+        return next((g for g in self.groups if g.prefix == "r0_"), None)
+
+    @property
+    def looped(self) -> bool:
+        return self.config.kind == "reduction"
+
+    @property
+    def full_shape(self) -> tuple:
+        rank = self.groups[0].rank
+        return tuple(next(sym(g.block) for g in self.groups if g.axis == i) for i in range(rank))
+
+
+def static_sizes(node: Operation) -> tuple[list[int], list[int]]:
+    xs, rs = node.attrs["sizes"]
+    if not all(isinstance(s, int) for s in [*xs, *rs]):
+        raise MindError(
+            f"to-triton needs static sizes; '{node.symbol}' iterates over {xs}, {rs}", node.loc
+        )
+    return list(xs), list(rs)
+
+
+def _accesses(node: Operation) -> list[sympy.Expr]:
+    return [
+        sympy.sympify(op.args[1])
+        for op in node.body.ops
+        if op.name in ("scheduled.load", "scheduled.store")
+    ]
+
+
+def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
+    return sympy.diff(expr, sym(f"p{dim}")) == 1
+
+
+def _tile_split(node: Operation, nx: int) -> int | None:
+    """The first x dim of the tile's x group, when some access is contiguous along an outer dim
+    but not along the innermost one; None when a 1-D kernel reads everything coalesced."""
+    if nx < 2:
+        return None
+    outer = [
+        d
+        for expr in _accesses(node)
+        if not _unit_stride(expr, nx - 1)
+        for d in range(nx - 1)
+        if _unit_stride(expr, d)
+    ]
+    return max(outer) + 1 if outer else None
+
+
+def _is_inner(node: Operation, nx: int, nr: int) -> bool:
+    loads = _accesses(node)
+    if any(_unit_stride(e, nx + nr - 1) for e in loads):
+        return True
+    return not any(_unit_stride(e, nx - 1) for e in loads) if nx else True
+
+
+def _index_dtype(node: Operation, numel: int) -> torch.dtype:
+    extents = [numel]
+    for value in [*node.operands, *node.results]:
+        if isinstance(value.type, TensorType) and value.type.strides is not None:
+            extents.append(
+                1 + sum((s - 1) * st for s, st in zip(value.type.shape, value.type.strides))
+            )
+    return torch.int64 if max(int(e) for e in extents) >= 2**31 else torch.int32
+
+
+def plan(node: Operation, persistent_max: int, max_r_block: int) -> Layout:
+    xs, rs = static_sizes(node)
+    nx, nr = len(xs), len(rs)
+    idt = _index_dtype(node, prod(xs) * prod(rs))
+    x_dims = tuple(range(nx))
+    if not rs:
+        split = _tile_split(node, nx)
+        if split is not None:
+            ydims, xdims = x_dims[:split], x_dims[split:]
+            ynumel = prod(xs[:split])
+            config = pointwise_config(prod(xs[split:]), ynumel)
+            if -(-ynumel // config.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
+                return Layout(
+                    config,
+                    (
+                        Group("y", "YBLOCK", ydims, tuple(xs[:split]), 0, 2, 1, True),
+                        Group("x", "XBLOCK", xdims, tuple(xs[split:]), 1, 2, 0, True),
+                    ),
+                    idt,
+                )
+        config = pointwise_config(prod(xs))
+        return Layout(config, (Group("x", "XBLOCK", x_dims, tuple(xs), 0, 1, 0, True),), idt)
+    rnumel = prod(rs)
+    config = reduction_config(
+        prod(xs), rnumel, _is_inner(node, nx, nr), persistent_max, max_r_block
+    )
+    rmasked = rnumel == 0 or rnumel % config.blocks["R0_BLOCK"] != 0
+    return Layout(
+        config,
+        (
+            Group("x", "XBLOCK", x_dims, tuple(xs), 0, 2, 0, True),
+            Group("r0_", "R0_BLOCK", tuple(range(nx, nx + nr)), tuple(rs), 1, 2, None, rmasked),
+        ),
+        idt,
+    )

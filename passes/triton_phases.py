@@ -1,0 +1,77 @@
+"""The phases of a scheduled node's body: which ops run once per row and which along r, and how
+many reductions each depends on. A looped kernel runs one r-loop per phase that reads along r."""
+
+from __future__ import annotations
+
+import sympy
+from mind.ir.core import Operation, Value
+
+
+class Phases:
+    """Each body op's phase (how many reductions it depends on) and whether it varies along r."""
+
+    def __init__(self, node: Operation):
+        self.ops = node.body.ops
+        nx = len(node.attrs["sizes"][0])
+        self.level: dict[Operation, int] = {}
+        self.has_r: dict[Operation, bool] = {}
+        self.defs: dict[Value, Operation] = {}
+        info: dict[Value, tuple[int, bool]] = {}
+        for op in self.ops:
+            deps = [v for v in op.operands if v in info]
+            level = max((info[v][0] for v in deps), default=0)
+            self.level[op] = level
+            self.has_r[op] = any(info[v][1] for v in deps) or _reads_r(op, nx)
+            reduction = op.name == "scheduled.reduction"
+            for result in op.results:
+                info[result] = (level + 1, False) if reduction else (level, self.has_r[op])
+                self.defs[result] = op
+        self.count = max(self.level.values(), default=0) + 1
+
+    def x_ops(self, k: int) -> list[Operation]:
+        """Phase k's work that is one value per row: computed outside any r-loop."""
+        return [
+            op
+            for op in self.ops
+            if self.level[op] == k and not self.has_r[op] and op.name != "scheduled.reduction"
+        ]
+
+    def r_work(self, k: int) -> tuple[list[Operation], list[Operation]]:
+        reductions = [
+            op for op in self.ops if op.name == "scheduled.reduction" and self.level[op] == k
+        ]
+        stores = [
+            op
+            for op in self.ops
+            if op.name == "scheduled.store" and self.has_r[op] and self.level[op] == k
+        ]
+        return reductions, stores
+
+    def closure(self, targets: list[Operation]) -> list[Operation]:
+        """The targets and the ops along r they need (recomputed in each r-loop), in body order."""
+        needed, stack = set(targets), list(targets)
+        while stack:
+            for value in stack.pop().operands:
+                op = self.defs.get(value)
+                if (
+                    op is not None
+                    and op not in needed
+                    and self.has_r[op]
+                    and op.name != "scheduled.reduction"
+                ):
+                    needed.add(op)
+                    stack.append(op)
+        return [op for op in self.ops if op in needed]
+
+
+def _reads_r(op: Operation, nx: int) -> bool:
+    kind = op.name.split(".", 1)[1]
+    position = {"load": 1, "store": 1, "index": 0}.get(kind)
+    if position is None:
+        return False
+    expr = sympy.sympify(op.args[position])
+    return any(
+        s.name.startswith("p") and int(s.name[1:]) >= nx
+        for s in expr.free_symbols
+        if s.name[1:].isdigit()
+    )

@@ -1,0 +1,92 @@
+"""Triton's standard library under the interpreter, in a process that also compiles for CUDA.
+
+Triton 3.6 chooses between compiling and interpreting when `@triton.jit` runs: it reads
+`triton.knobs.runtime.interpret` (`TRITON_INTERPRET`) at decoration time, neither at launch nor
+once per process. That holds for the standard library too (`tl.sum`, `tl.max`, `tl.sigmoid`,
+`tl.cdiv`, ...), decorated when `triton.language` is first imported: unless `TRITON_INTERPRET=1`
+was set before that, they are compiled-mode `JITFunction`s, which an interpreted kernel cannot
+call. So an interpreted launch swaps in interpreted twins of them (and of the `tl.tensor` methods
+that forward to them) for its duration. Afterwards the language is put back exactly as it was:
+the interpreter itself leaves `triton.language.core` patched with interpreter builtins whenever a
+kernel calls another jit function (triton 3.6), which breaks every later CUDA compile."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import triton.language as tl
+from triton import knobs
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+
+#: one interpreted launch at a time: the swap is process-wide
+_LOCK = threading.RLock()
+#: by id: hashing a JITFunction walks its dependencies, which fails mid-swap
+_TWINS: dict[int, tuple[JITFunction, InterpretedFunction]] = {}
+
+
+def _twin(fn: JITFunction) -> InterpretedFunction:
+    if id(fn) not in _TWINS:
+        _TWINS[id(fn)] = (fn, InterpretedFunction(fn.fn))
+    return _TWINS[id(fn)][1]
+
+
+def _method(twin: InterpretedFunction):
+    """A `tl.tensor` method forwarding to `twin` (`x.sum(0)` is `tl.sum(x, 0)`)."""
+    return lambda *args, **kwargs: twin(*args, **kwargs)
+
+
+def _owners() -> list[object]:
+    """What the interpreter patches: every loaded `triton.language` module, and the classes."""
+    names = [
+        n for n in list(sys.modules) if n == "triton.language" or n.startswith("triton.language.")
+    ]
+    modules = [m for m in map(sys.modules.get, names) if isinstance(m, types.ModuleType)]
+    return [*modules, tl.tensor, tl.dtype, tl.core.tensor_descriptor_base]
+
+
+def _restore(saved: dict[object, dict[str, object]]) -> None:
+    """Put back every attribute that changed. Classes also lose what was added; modules keep it
+    (the interpreter adds helpers to the globals of the functions it rewrites, and reuses them)."""
+    for owner, attrs in saved.items():
+        current = dict(vars(owner))
+        for name, value in attrs.items():
+            if current.get(name, attrs) is not value:
+                setattr(owner, name, value)
+        if isinstance(owner, type):
+            for name in current.keys() - attrs.keys():
+                delattr(owner, name)
+
+
+@contextmanager
+def interpreted_language() -> Iterator[None]:
+    """Triton's language as the interpreter needs it, for the duration of the block."""
+    with _LOCK, knobs.runtime.scope():
+        knobs.runtime.interpret = True
+        saved = {owner: dict(vars(owner)) for owner in _owners()}
+        try:
+            for owner in saved:
+                for name, value in saved[owner].items():
+                    if isinstance(value, JITFunction):
+                        twin = _twin(value)
+                        setattr(owner, name, _method(twin) if owner is tl.tensor else twin)
+            yield
+        finally:
+            _restore(saved)
+
+
+def run_interpreted(module: types.ModuleType) -> None:
+    """Make `module.call` launch its kernels with the interpreted standard library."""
+    call = module.call
+
+    @functools.wraps(call)
+    def interpreted_call(args):
+        with interpreted_language():
+            return call(args)
+
+    module.call = interpreted_call

@@ -1,0 +1,298 @@
+"""Device-side helpers that generated kernels call as `triton_helpers.<name>`: NaN-propagating
+max/min, Python-style integer division, products, argmax/argmin with indices, and the math
+`tl` lacks.
+
+Triton fixes compiled-or-interpreted when `@triton.jit` decorates (triton 3.6 reads
+TRITON_INTERPRET then), and libdevice cannot run in the interpreter. So this file is loaded once
+per mode (`for_current_mode()`, which generated code calls at import): the compiled copy maps the
+math to libdevice, the interpreted copy builds it from `tl` primitives. atan, asin, acos, atan2
+and lgamma have no such form and need a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+
+import triton
+import triton.language as tl
+from triton import knobs
+from triton.language.extra import libdevice
+
+#: the mode this copy of the module was decorated in
+INTERPRET = bool(knobs.runtime.interpret)
+_COPIES: dict[bool, types.ModuleType] = {}
+
+
+def for_current_mode() -> types.ModuleType:
+    """These helpers decorated for the interpret setting in force now."""
+    mode = bool(knobs.runtime.interpret)
+    if mode == INTERPRET:
+        return sys.modules[__name__]
+    if mode not in _COPIES:
+        name = f"{__name__}_{'interpreted' if mode else 'compiled'}"
+        spec = importlib.util.spec_from_file_location(name, __file__)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _COPIES[mode] = module
+    return _COPIES[mode]
+
+
+# -- elementwise, the same in both modes ---------------------------------------------------------
+@triton.jit
+def maximum(a, b):
+    """torch.maximum: NaN wins."""
+    pick = a > b
+    if a.dtype.is_floating():
+        pick |= a != a
+    return tl.where(pick, a, b)
+
+
+@triton.jit
+def minimum(a, b):
+    pick = a < b
+    if a.dtype.is_floating():
+        pick |= a != a
+    return tl.where(pick, a, b)
+
+
+@triton.jit
+def relu(x):
+    return tl.where(x < 0, tl.zeros_like(x), x)
+
+
+@triton.jit
+def floordiv(a, b):
+    """Python's a // b (Triton's // truncates toward zero on integers)."""
+    if a.dtype.is_floating():
+        return tl.floor(a / b)
+    q = a // b
+    r = a - q * b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
+def remainder(a, b):
+    """Python's a % b: the sign of the divisor."""
+    if a.dtype.is_floating():
+        return a - b * tl.floor(a / b)
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def sign(x):
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+@triton.jit
+def isinf(x):
+    return tl.abs(x) == float("inf")
+
+
+@triton.jit
+def isfinite(x):
+    return tl.abs(x) < float("inf")
+
+
+@triton.jit
+def signbit(x):
+    return (x < 0) | ((x == 0) & (1 / x < 0))
+
+
+@triton.jit
+def hypot(a, b):
+    return tl.sqrt(a * a + b * b)
+
+
+@triton.jit
+def copysign(a, b):
+    return tl.where(signbit(b), -tl.abs(a), tl.abs(a))
+
+
+@triton.jit
+def trunc(x):
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+
+
+@triton.jit
+def round(x):
+    """Half to even, as torch.round."""
+    r = tl.floor(x + 0.5)
+    odd = (r - 2 * tl.floor(r * 0.5)) != 0
+    return tl.where(((r - x) == 0.5) & odd, r - 1, r)
+
+
+# -- reductions along an axis (kept, size 1) -----------------------------------------------------
+@triton.jit
+def _prod_combine(a, b):
+    return a * b
+
+
+@triton.jit
+def prod(x, axis):
+    return tl.reduce(x, axis, _prod_combine, keep_dims=True)
+
+
+@triton.jit
+def maximum_with_index(value, index, new_value, new_index):
+    """Elementwise best of two (value, index) pairs: the larger value, the smaller index on ties
+    and NaN first, as torch.argmax."""
+    pick = (new_value > value) | ((new_value == value) & (new_index < index))
+    if value.dtype.is_floating():
+        pick |= (new_value != new_value) & ((value == value) | (new_index < index))
+        pick &= ~((value != value) & (new_value == new_value))
+    return tl.where(pick, new_value, value), tl.where(pick, new_index, index)
+
+
+@triton.jit
+def minimum_with_index(value, index, new_value, new_index):
+    pick = (new_value < value) | ((new_value == value) & (new_index < index))
+    if value.dtype.is_floating():
+        pick |= (new_value != new_value) & ((value == value) | (new_index < index))
+        pick &= ~((value != value) & (new_value == new_value))
+    return tl.where(pick, new_value, value), tl.where(pick, new_index, index)
+
+
+@triton.jit
+def argmax(value, index, axis):
+    _, best = tl.reduce((value, index), axis, maximum_with_index, keep_dims=True)
+    return best
+
+
+@triton.jit
+def argmin(value, index, axis):
+    _, best = tl.reduce((value, index), axis, minimum_with_index, keep_dims=True)
+    return best
+
+
+# -- math beyond tl: libdevice when compiled, tl primitives when interpreted ------------------
+if INTERPRET:
+
+    @triton.jit
+    def expm1(x):
+        return tl.exp(x) - 1.0
+
+    @triton.jit
+    def log1p(x):
+        return tl.log(1.0 + x)
+
+    @triton.jit
+    def log10(x):
+        return tl.log(x) * 0.4342944819032518
+
+    @triton.jit
+    def tan(x):
+        return tl.sin(x) / tl.cos(x)
+
+    @triton.jit
+    def sinh(x):
+        return (tl.exp(x) - tl.exp(-x)) * 0.5
+
+    @triton.jit
+    def cosh(x):
+        return (tl.exp(x) + tl.exp(-x)) * 0.5
+
+    @triton.jit
+    def tanh(x):
+        return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+    @triton.jit
+    def asinh(x):
+        return tl.where(x < 0, -1.0, 1.0) * tl.log(tl.abs(x) + tl.sqrt(x * x + 1.0))
+
+    @triton.jit
+    def acosh(x):
+        return tl.log(x + tl.sqrt(x * x - 1.0))
+
+    @triton.jit
+    def atanh(x):
+        return 0.5 * tl.log((1.0 + x) / (1.0 - x))
+
+    @triton.jit
+    def erfc(x):
+        return 1.0 - tl.erf(x)
+
+    @triton.jit
+    def pow(a, b):
+        magnitude = tl.exp2(b * tl.log2(tl.abs(a)))
+        odd = (b - 2.0 * tl.floor(b * 0.5)) == 1.0
+        negative = tl.where(b == tl.floor(b), tl.where(odd, -magnitude, magnitude), float("nan"))
+        return tl.where(a < 0, negative, magnitude)
+
+else:
+
+    @triton.jit
+    def expm1(x):
+        return libdevice.expm1(x)
+
+    @triton.jit
+    def log1p(x):
+        return libdevice.log1p(x)
+
+    @triton.jit
+    def log10(x):
+        return libdevice.log10(x)
+
+    @triton.jit
+    def tan(x):
+        return libdevice.tan(x)
+
+    @triton.jit
+    def sinh(x):
+        return libdevice.sinh(x)
+
+    @triton.jit
+    def cosh(x):
+        return libdevice.cosh(x)
+
+    @triton.jit
+    def tanh(x):
+        return libdevice.tanh(x)
+
+    @triton.jit
+    def asinh(x):
+        return libdevice.asinh(x)
+
+    @triton.jit
+    def acosh(x):
+        return libdevice.acosh(x)
+
+    @triton.jit
+    def atanh(x):
+        return libdevice.atanh(x)
+
+    @triton.jit
+    def erfc(x):
+        return libdevice.erfc(x)
+
+    @triton.jit
+    def pow(a, b):
+        return libdevice.pow(a, b)
+
+
+@triton.jit
+def asin(x):
+    return libdevice.asin(x)
+
+
+@triton.jit
+def acos(x):
+    return libdevice.acos(x)
+
+
+@triton.jit
+def atan(x):
+    return libdevice.atan(x)
+
+
+@triton.jit
+def atan2(a, b):
+    return libdevice.atan2(a, b)
+
+
+@triton.jit
+def lgamma(x):
+    return libdevice.lgamma(x)

@@ -1,0 +1,118 @@
+"""The runtime: generated modules cached on disk by content, written atomically, imported once per
+process, run by Triton's interpreter on CPU tensors; kernel failures name the kernel and its IR."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import triton.language as tl
+from mind.runtime import KernelError, load, loader
+from triton import knobs
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+
+#: what the code generator emits for the seed program `((a + b) * c.relu()).sum(dim=-1)`
+SEED_SOURCE = """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def triton_per_fused_add_mul_relu_sum_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, RBLOCK: tl.constexpr):
+    x0 = tl.program_id(0)
+    r1 = tl.arange(0, RBLOCK)
+    a = tl.load(in_ptr0 + (r1 + 128 * x0))
+    b = tl.load(in_ptr1 + (r1 + 128 * x0))
+    c = tl.load(in_ptr2 + (r1 + 128 * x0))
+    tl.store(out_ptr0 + x0, tl.sum((a + b) * tl.maximum(c, 0.0), 0))
+
+
+def call(args):
+    arg0_1, arg1_1, arg2_1 = args
+    args.clear()
+    buf0 = torch.empty_strided((4,), (1,), device=arg0_1.device, dtype=torch.float32)
+    triton_per_fused_add_mul_relu_sum_0[(4,)](arg0_1, arg1_1, arg2_1, buf0, RBLOCK=128)
+    return (buf0,)
+"""
+#: the same program with a kernel Triton rejects
+BROKEN_SOURCE = SEED_SOURCE.replace("tl.maximum(c, 0.0)", "tl.no_such_op(c)")
+
+
+def seed(a, b, c):
+    return ((a + b) * c.relu()).sum(dim=-1)
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIND_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(loader, "_MODULES", {})
+    return tmp_path / "cache"
+
+
+def test_kernel_runs_on_cpu_tensors():
+    """...and leaves Triton's language as it found it, for the CUDA kernels of the process."""
+    before = [dict(vars(owner)) for owner in (tl, tl.core, tl.standard, tl.tensor)]
+    a, b, c = (torch.randn(4, 128) for _ in range(3))
+    (out,) = load(SEED_SOURCE, "graph0_forward", interpret=True).call([a, b, c])
+    torch.testing.assert_close(out, seed(a, b, c))
+    after = [dict(vars(owner)) for owner in (tl, tl.core, tl.standard, tl.tensor)]
+    for old, new in zip(before, after):
+        assert [name for name in old if old[name] is not new.get(name)] == []
+    assert vars(tl.tensor).keys() == before[-1].keys()
+
+
+def test_same_source_is_one_file_imported_once(fresh_cache, monkeypatch):
+    module = load(SEED_SOURCE, "graph0_forward", interpret=True)
+    assert load(SEED_SOURCE, "graph0_forward", interpret=True) is module
+    path = module.__file__
+    assert path.startswith(str(fresh_cache)) and open(path).read() == SEED_SOURCE
+    stamp = os.stat(path).st_mtime_ns
+    monkeypatch.setattr(loader, "_MODULES", {})  # a new process: found on disk, not rewritten
+    again = load(SEED_SOURCE, "other_name", interpret=True)
+    assert again is not module and again.__file__ == path
+    assert os.stat(path).st_mtime_ns == stamp
+    assert load(BROKEN_SOURCE, "graph0_forward", interpret=True).__file__ != path
+
+
+def test_write_is_atomic(fresh_cache, monkeypatch):
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", crash)
+        with pytest.raises(OSError, match="disk full"):
+            load(SEED_SOURCE, "graph0_forward", interpret=True)
+    assert [p for p in fresh_cache.rglob("*") if p.is_file()] == []
+    path = load(SEED_SOURCE, "graph0_forward", interpret=True).__file__
+    assert [p for p in fresh_cache.rglob("*") if p.is_file() and "__pycache__" not in str(p)] == [
+        fresh_cache / path
+    ]
+
+
+def test_interpret_is_chosen_per_load_and_the_knob_restored(monkeypatch):
+    monkeypatch.setattr("mind.runtime.cache.device_key", lambda interpret: str(interpret))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    compiled = load(SEED_SOURCE, "g", interpret=False)
+    assert isinstance(compiled.triton_per_fused_add_mul_relu_sum_0, JITFunction)
+    assert knobs.runtime.interpret and os.environ["TRITON_INTERPRET"] == "1"
+    monkeypatch.delenv("TRITON_INTERPRET")
+    interpreted = load(SEED_SOURCE, "g", interpret=True)
+    assert isinstance(interpreted.triton_per_fused_add_mul_relu_sum_0, InterpretedFunction)
+    assert not knobs.runtime.interpret and "TRITON_INTERPRET" not in os.environ
+
+
+def test_kernel_error_shows_source_and_origin(tmp_path):
+    origin = tmp_path / "graph0_forward.triton"
+    origin.write_text("// the IR\ntriton.kernel @triton_per_fused_add_mul_relu_sum_0\n")
+    module = load(BROKEN_SOURCE, "graph0_forward", str(origin), interpret=True)
+    with pytest.raises(KernelError) as info:
+        module.call([torch.randn(4, 128) for _ in range(3)])
+    text = info.value.render()
+    assert text.startswith(f"{origin}:2:16: error: Triton failed on kernel ")
+    assert "'triton_per_fused_add_mul_relu_sum_0'" in text
+    assert "no_such_op" in str(info.value.__cause__)
+    assert "kernel source:\n@triton.jit\ndef triton_per_fused_add_mul_relu_sum_0(" in text
+    assert "    tl.store(out_ptr0 + x0, tl.sum((a + b) * tl.no_such_op(c), 0))" in text

@@ -1,0 +1,60 @@
+"""mind-translate: triton IR -> Python source (kernels and `call`). Input of an earlier stage is
+first brought to triton IR by the pass manager (`mind-translate seed.scheduled` runs to-triton).
+
+Exit codes: 0 success, 1 an error in the input, 2 bad command-line usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mind.dialects.triton_emit import emit
+from mind.ir.diagnostics import MindError
+from mind.parser import parse
+from mind.passes.manager import parse_pipeline, run_pipeline, stage_of
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mind-translate", description="Emit Python from mind IR.")
+    p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input")
+    p.add_argument("-o", dest="output", default="-", help="output file (default: standard output)")
+    p.add_argument(
+        "-p",
+        "--pipeline",
+        default="to-triton",
+        help="passes that bring earlier stages to triton IR (default: to-triton{...} options)",
+    )
+    return p
+
+
+def translate(text: str, filename: str, pipeline: str = "to-triton") -> str:
+    module = parse(text, filename)
+    if stage_of(module) != "triton":
+        module = run_pipeline(module, parse_pipeline(pipeline))
+    return emit(module)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    filename = "<stdin>" if args.input == "-" else args.input
+    try:
+        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+    except OSError as exc:
+        sys.stderr.write(f"mind-translate: cannot read '{filename}': {exc.strerror}\n")
+        return 2
+    try:
+        source = translate(text, filename, args.pipeline)
+    except MindError as exc:
+        sys.stderr.write(exc.render() + "\n")
+        return 1
+    if args.output == "-":
+        sys.stdout.write(source)
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(source)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
