@@ -193,6 +193,10 @@ class Builder:
         if tree.data == "opaque_type":
             return OpaqueType(str(kids[0])[1:])
         shape = self.dims(kids[1])
+        if any(isinstance(d, int) and d < 0 for d in shape):
+            raise self.error(
+                f"negative size in tensor type [{', '.join(map(str, shape))}]", kids[1]
+            )
         strides = device = None
         for extra in kids[2:]:
             if isinstance(extra, Tree):

@@ -18,7 +18,7 @@ import sympy
 import torch
 from mind.dialects.loops import is_buffer
 from mind.dialects.scalar_ops import SCALAR_OPS
-from mind.ir.core import Block, Module, Operation, Region, Value, map_values
+from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
 from mind.ir.symbols import IntLike, sym
 from mind.ir.types import ScalarType, SymType, TensorType
 
@@ -177,9 +177,14 @@ class LowerCtx:
         return self.node(op).result
 
     def call(self, kind: str, symbol: str, args: list, kwargs: dict) -> list[Value]:
-        """An extern or fallback ATen call; its results have the layouts torch computed."""
+        """An extern or fallback ATen call on the aten op's arguments; its results have the
+        layouts torch computed from its arguments' layouts, which `input_strides` lists."""
         names = [self.fresh(f"{self.base}_{kind}") for _ in self.outs]
-        op = Operation(f"loops.{kind}", args, kwargs, list(self.outs), names, symbol=symbol)
+        tensors = [v for v in iter_values(self.op.args) if isinstance(v.type, TensorType)]
+        attrs = dict(kwargs)
+        if tensors:
+            attrs["input_strides"] = [strides_of_value(v) for v in tensors]
+        op = Operation(f"loops.{kind}", args, attrs, list(self.outs), names, symbol=symbol)
         return self.node(op).results
 
 
@@ -226,6 +231,14 @@ def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
         env[result] = value
 
 
+def strides_of_value(arg: Any) -> list[IntLike] | None:
+    """The strides of an aten value's type, which a graph output must keep (the caller, e.g. a
+    backward graph, asserts them) and an ATen call's argument too (its results' layouts follow
+    them); None for a non-tensor."""
+    t = arg.type if isinstance(arg, Value) else None
+    return list(t.strides) if isinstance(t, TensorType) and t.strides is not None else None
+
+
 def lower_graph(graph: Operation) -> Operation:
     """An `aten.graph` as a `loops.graph` with the same signature and value names."""
     block = Block()
@@ -238,9 +251,9 @@ def lower_graph(graph: Operation) -> Operation:
     ctx = LowerCtx(block, reserved)
     for op in graph.body.ops:
         if op.name == "aten.output":
-            block.append(
-                Operation("loops.output", map_values(op.args, lambda v: env[v]), loc=op.loc)
-            )
+            args = map_values(op.args, lambda v: env[v])
+            attrs = {"strides": [strides_of_value(a) for a in op.args]}
+            block.append(Operation("loops.output", args, attrs, loc=op.loc))
         else:
             lower_op(ctx, op, env)
     return Operation("loops.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc)

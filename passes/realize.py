@@ -4,6 +4,9 @@ Not realizing a node means every consumer recomputes it; realizing it costs a wr
 Like Inductor, realize graph outputs, reductions, inputs of extern and fallback calls, nodes
 reused by several consumers whose bodies read a lot, and nodes whose inlined bodies have grown
 too many reads or ops. Views feeding an extern call or a graph output are copied into a buffer.
+Graph outputs and the arguments of ATen calls take the strides the aten graph gave them (callers
+such as a backward graph assert them; a call's results are laid out after its arguments), as
+Inductor freezes the layouts of outputs and extern inputs.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from dataclasses import dataclass
 
 from mind.dialects.loops import is_buffer, is_realized
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
+from mind.ir.diagnostics import MindError
+from mind.ir.symbols import IntLike
 from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
-from .loops_utils import base_of, body_ops, flat_offset, is_view, producer, pvar
+from .loops_utils import base_of, body_ops, flat_offset, is_view, producer, pvar, strides_of
 from .manager import Pass, register_pass
 
 #: node kinds that compute their elements from a body
@@ -58,16 +63,120 @@ class Realize(Pass):
 
 def realize_graph(graph: Operation, opts: Realize) -> None:
     """Realize in place: copies for views that need memory, then strides, flexible layouts,
-    bufN names and flat loads for the chosen nodes."""
+    bufN names and flat loads for the chosen nodes. Graph outputs and the tensor arguments of
+    extern and fallback calls get the strides the aten graph gave them (`strides` on
+    `loops.output`, `input_strides` on the calls), fixed: a node computing one is realized with
+    them, and a buffer laid out otherwise is copied into them."""
     block = graph.body
     _copy_views(block)
     chosen = _choose(block, opts)
+    fixed = _fixed_layouts(block)
     for node in chosen:
-        t = node.result.type
-        node.result.type = dataclasses.replace(t, strides=contiguous_strides(t.shape))
-        node.attrs["layout"] = "flexible"
+        strides = fixed.get(node)
+        if strides is None:
+            strides = contiguous_strides(node.result.type.shape)
+            node.attrs["layout"] = "flexible"
+        node.result.type = dataclasses.replace(node.result.type, strides=strides)
+    _copy_misplaced(block)
     _name_buffers(block)
     _flatten_buffer_loads(block)
+
+
+Strides = tuple[IntLike, ...]
+
+#: the attribute listing the layouts an op needs of its arguments, and what it has an entry for:
+#: every argument (outputs, `none` for non-tensors) or every tensor argument (calls)
+REQUIREMENTS = {
+    "loops.output": ("strides", "outputs"),
+    "loops.extern": ("input_strides", "tensor arguments"),
+    "loops.fallback": ("input_strides", "tensor arguments"),
+}
+
+
+def required_strides(op: Operation) -> list[Strides | None]:
+    """One entry per value among `op.args` (in `iter_values` order): the strides it must have,
+    or None where any layout will do."""
+    attr, what = REQUIREMENTS[op.name]
+    values = list(iter_values(op.args))
+    if op.name == "loops.output":
+        slots = list(op.args)
+    else:
+        slots = [v for v in values if isinstance(v.type, TensorType)]
+    listed = op.attrs.get(attr)
+    if listed is None:
+        return [None] * len(values)
+    if not isinstance(listed, list) or len(listed) != len(slots):
+        count = len(listed) if isinstance(listed, list) else "none"
+        raise MindError(f"'{op.name}' has {len(slots)} {what} but {attr} for {count}", op.loc)
+    entries = iter(tuple(s) if isinstance(s, list | tuple) else None for s in listed)
+    if op.name == "loops.output":
+        found = [e for arg in op.args for e in _spread(arg, next(entries))]
+    else:
+        found = [next(entries) if v in slots else None for v in values]
+    for value, strides in zip(values, found):
+        if strides is not None and len(strides) != getattr(value.type, "rank", -1):
+            raise MindError(
+                f"'{op.name}' needs '%{value.name}' ({value.type}) with strides {list(strides)}",
+                op.loc,
+            )
+    return found
+
+
+def _spread(arg: object, strides: Strides | None) -> list[Strides | None]:
+    """An output's entry, for each value it holds (a value, or none inside a literal)."""
+    return [strides] if isinstance(arg, Value) else [None] * len(list(iter_values(arg)))
+
+
+def _fixed_layouts(block: Block) -> dict[Operation, Strides]:
+    """The unrealized nodes that outputs and calls need laid out as the aten graph says, with the
+    strides of their first such use."""
+    layouts: dict[Operation, Strides] = {}
+    for op in block.ops:
+        if op.name not in REQUIREMENTS:
+            continue
+        for value, strides in zip(iter_values(op.args), required_strides(op)):
+            node = producer(value)
+            if strides is not None and node is not None and node.name in COMPUTED:
+                if not is_realized(node):
+                    layouts.setdefault(node, strides)
+    return layouts
+
+
+def _copy_misplaced(block: Block) -> None:
+    """A buffer that an output or call needs with other strides (in a dim longer than 1, as
+    `assert_size_stride` compares them) is passed as a copy laid out as needed, one per layout."""
+    copies: dict[tuple[Value, Strides], Value] = {}
+    for op in list(block.ops):
+        if op.name in REQUIREMENTS:
+            needed = iter(required_strides(op))
+            op.args = map_values(
+                op.args, lambda v, op=op, it=needed: _placed(block, op, v, next(it), copies)
+            )
+
+
+def _placed(
+    block: Block, op: Operation, value: Value, strides: Strides | None, copies: dict
+) -> Value:
+    """`value`, or the copy of it laid out with `strides` (made before `op` on first need)."""
+    if strides is None or not is_buffer(value):
+        return value
+    if same_layout(value.type.shape, strides_of(value), strides):
+        return value
+    if (value, strides) not in copies:
+        node = producer(value)
+        origins = list(node.attrs.get("origins", [])) if node is not None else []
+        copy = _copy_node(value, f"{value.name}_copy", origins, op.loc)
+        copy.result.type = dataclasses.replace(copy.result.type, strides=strides)
+        block.insert_before(op, copy)
+        copies[value, strides] = copy.result
+    return copies[value, strides]
+
+
+def same_layout(shape: tuple[IntLike, ...], strides: Strides, expected: Strides) -> bool:
+    """Equal strides in every dim of size other than 1."""
+    return len(strides) == len(expected) and all(
+        n == 1 or s == e for n, s, e in zip(shape, strides, expected)
+    )
 
 
 def _copy_views(block: Block) -> None:
@@ -97,24 +206,30 @@ def _is_identity(view: Operation) -> bool:
 
 
 def _insert_copy(block: Block, view: Operation) -> Value:
-    t = view.result.type
+    name = f"{view.result.name}_copy"
+    copy = _copy_node(view.result, name, list(view.attrs.get("origins", [])), view.loc)
+    block.insert_before(block.ops[block.ops.index(view) + 1], copy)
+    return copy.result
+
+
+def _copy_node(src: Value, name: str, origins: list[str], loc) -> Operation:
+    """An unrealized pointwise node whose element `[p0, ...]` is `src[p0, ...]`."""
+    t = src.type
     load = Operation(
         "loops.load",
-        [view.result, [pvar(i) for i in range(t.rank)]],
+        [src, [pvar(i) for i in range(t.rank)]],
         result_types=[ScalarType(t.dtype)],
         result_names=["0"],
     )
     body = Block(ops=[load, Operation("loops.yield", [load.result])])
-    copy = Operation(
+    return Operation(
         "loops.pointwise",
-        attrs={"origins": list(view.attrs.get("origins", []))},
+        attrs={"origins": origins},
         result_types=[dataclasses.replace(t, strides=None)],
-        result_names=[f"{view.result.name}_copy"],
+        result_names=[name],
         regions=[Region(body)],
-        loc=view.loc,
+        loc=loc,
     )
-    block.insert_before(block.ops[block.ops.index(view) + 1], copy)
-    return copy.result
 
 
 def _choose(block: Block, opts: Realize) -> list[Operation]:

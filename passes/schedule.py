@@ -109,6 +109,7 @@ def _extern(op: Operation, vmap: dict[Value, Value]) -> Operation:
     args = map_values(op.args, lambda v: vmap.get(v, v))
     attrs = {k: map_values(v, lambda x: vmap.get(x, x)) for k, v in op.attrs.items()}
     attrs.pop("layout", None)
+    attrs.pop("input_strides", None)  # the argument buffers' types hold the layouts by now
     new = Operation(
         "scheduled.extern",
         args,
@@ -125,12 +126,14 @@ def _extern(op: Operation, vmap: dict[Value, Value]) -> Operation:
     return new
 
 
-def _copy(name: str) -> Callable[[Operation, dict[Value, Value]], Operation]:
+def _copy(name: str, drop: tuple[str, ...] = ()) -> Callable[[Operation, dict], Operation]:
+    """Convert an op as is, without the attributes in `drop`."""
+
     def convert(op: Operation, vmap: dict[Value, Value]) -> Operation:
         return Operation(
             name,
             map_values(op.args, lambda v: vmap.get(v, v)),
-            dict(op.attrs),
+            {k: v for k, v in op.attrs.items() if k not in drop},
             [r.type for r in op.results],
             [r.name for r in op.results],
             symbol=op.symbol,
@@ -145,7 +148,8 @@ CONVERSIONS: dict[str, Callable[[Operation, dict[Value, Value]], Operation]] = {
     "loops.extern": _extern,
     "loops.fallback": _extern,
     "loops.constant_tensor": _copy("scheduled.constant_tensor"),
-    "loops.output": _copy("scheduled.output"),
+    # the outputs' strides are in their buffers' types by now
+    "loops.output": _copy("scheduled.output", drop=("strides",)),
 }
 
 

@@ -305,6 +305,10 @@ class KernelBuilder:
         if dtype_of(v) != ptr_dtype(ptr.type):
             v = self.emit(scope, "cast", [v], ptr_dtype(ptr.type), shape_of(v))
         offset = self.index(scope, index)
+        if shape_of(v) and not shape_of(offset):  # one location written from a block (xnumel 1)
+            expr = sympy.sympify(index).subs(self.subs)
+            kind, arg = ("full", as_int_like(expr)) if expr.is_Integer else ("broadcast_to", offset)
+            offset = self.emit(scope, kind, [arg], dtype_of(offset), shape_of(v))
         mask = self.mask(scope, self.groups_of(offset))
         op = Operation("triton.store", [ptr, offset, v], {"mask": mask} if mask is not None else {})
         scope.block.append(op)

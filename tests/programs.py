@@ -76,3 +76,33 @@ PROGRAMS: dict[str, tuple] = {
     "linear_gelu": (linear_gelu, lambda: (_r(8, 16), _r(32, 16), _r(32))),
     "cat_where": (cat_where, lambda: (_r(4, 4), _r(4, 4))),
 }
+
+
+def mlp_training_step(device: str = "cpu", batch: int = 4, width: int = 16):
+    """A small MLP (Linear, GELU, LayerNorm, Linear, MSE loss): the step function, the model, an
+    identical reference model and the inputs, to compare a compiled step with eager."""
+    import copy
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, 2 * width),
+        torch.nn.GELU(),
+        torch.nn.LayerNorm(2 * width),
+        torch.nn.Linear(2 * width, 8),
+    ).to(device)
+    reference = copy.deepcopy(model)
+    x, y = torch.randn(batch, width, device=device), torch.randn(batch, 8, device=device)
+
+    def step(m, x, y):
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        return loss
+
+    return step, model, reference, x, y
+
+
+def assert_same_step(compiled_loss, step, model, reference, x, y, **tol) -> None:
+    """Eager's loss and every parameter's gradient, against the compiled step's."""
+    torch.testing.assert_close(compiled_loss, step(reference, x, y), **tol)
+    for (name, got), want in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(got.grad, want.grad, msg=name, **tol)

@@ -27,6 +27,7 @@ from programs import PROGRAMS  # noqa: E402
 LIT_FILES = {
     "realize/rules.loops": "realize",
     "realize/options.loops": "realize{max-body-ops=4,reads-threshold=1}",
+    "realize/fixed_layouts.loops": "realize",
     "inline/inline.loops": "realize",
     "inline/seed.loops": "realize",
 }
