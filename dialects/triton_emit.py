@@ -107,6 +107,8 @@ def _kernel_op(op: Operation, n: Names) -> str:
         extra = f", {n(mask)}" if mask is not None else ""
         if "other" in op.attrs:
             extra += f", other={_value_text(op.attrs['other'], n)}"
+        if "eviction_policy" in op.attrs:
+            extra += f", eviction_policy={op.attrs['eviction_policy']!r}"
         return f"tl.load({a[0]} + ({a[1]}){extra})"
     if kind == "full":
         return f"tl.full({_shape(result.shape)}, {a[0]}, {tl_dtype(result.dtype)})"

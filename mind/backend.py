@@ -8,6 +8,7 @@ the reproducer IR is."""
 from __future__ import annotations
 
 import itertools
+import os
 import warnings
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -25,6 +26,12 @@ from mind.ir.core import Module, Operation
 from mind.ir.types import TensorType
 
 PIPELINE = "lower,realize,inline,schedule,fuse,merge-loops,to-triton"
+
+
+def pipeline() -> str:
+    """The passes the backend runs; `MIND_PIPELINE` replaces them (to try options, or leave a
+    pass out) without touching code."""
+    return os.environ.get("MIND_PIPELINE", PIPELINE)
 _GRAPH_NAMES = (f"graph{i}" for i in itertools.count())
 
 
@@ -85,7 +92,7 @@ def generate(graph: Operation, dump: GraphDump) -> str:
     from mind.passes import run_pipeline
 
     dump.stage("aten", Module([graph]))
-    source = emit(run_pipeline(Module([graph]), PIPELINE, on_pass=dump.after_pass))
+    source = emit(run_pipeline(Module([graph]), pipeline(), on_pass=dump.after_pass))
     dump.write("py", source)
     return source
 

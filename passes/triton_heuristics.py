@@ -6,8 +6,8 @@ alone, the way Inductor's triton_heuristics pick the first config (mind does not
 - persistent reduction: the whole row in registers (R0_BLOCK = next power of 2 of the row);
   inner rows take XBLOCK so a program holds about 256 elements (the seed's [4, 128]: XBLOCK=1),
   outer ones (contiguous along x) take the widest XBLOCK keeping the tile under 4096.
-- looped reduction: inner XBLOCK=1 x R0_BLOCK up to 2048, outer XBLOCK=64 x R0_BLOCK=8 so
-  every row of the tile reads 64 contiguous elements.
+- looped reduction: inner XBLOCK=1 x R0_BLOCK up to 2048; outer XBLOCK=32 x R0_BLOCK=64, so
+  every row of the tile reads 32 contiguous elements and a wide matrix still gives many programs.
 - warps: a warp per 128 elements of the tile, 2 to 8 (Inductor's `_num_warps`).
 """
 
@@ -71,8 +71,8 @@ def reduction_config(
         xblock, kind = max(fits, default=1), "persistent_reduction"
     elif inner:
         xblock, rblock, kind = 1, min(max_r_block, next_power_of_2(rnumel)), "reduction"
-    else:
-        xblock, rblock, kind = min(64, xcap), min(8, max_r_block), "reduction"
+    else:  # 32 contiguous columns (a 128-byte line of f32) and 64 rows in flight per program
+        xblock, rblock, kind = min(32, xcap), min(64, max_r_block), "reduction"
     warps = _num_warps(xblock * rblock // 128, 2)
     return LaunchConfig(kind, {"XBLOCK": xblock, "R0_BLOCK": rblock}, warps)
 

@@ -73,6 +73,7 @@ class KernelBuilder:
     def __init__(self, node: Operation, layout: Layout, name: str, buffers: dict[Value, Value]):
         self.node, self.layout = node, layout
         self.counter = 0
+        self.eviction: str | None = None  # the cache policy of loads in the loop being built
         self.value_groups: dict[Value, frozenset[Group]] = {}
         self.subs: dict[sympy.Symbol, sympy.Expr] = {}
         self._name_vars()
@@ -248,6 +249,7 @@ class KernelBuilder:
             if not self.layout.looped:
                 self.group_index(top, rgroup, None, rbase)
         phases = Phases(self.node)
+        looped = [k for k in range(phases.count) if any(phases.r_work(k))]
         for k in range(phases.count):
             for op in phases.x_ops(k):
                 self.translate(top, op)
@@ -255,7 +257,11 @@ class KernelBuilder:
             if not reductions and not stores:
                 continue
             if self.layout.looped:
+                # rows read again by a later loop stay in L2; the last loop streams through
+                last = k == looped[-1]
+                self.eviction = None if len(looped) == 1 else ("evict_first" if last else "evict_last")
                 self.loop(top, rbase, phases, reductions, stores)
+                self.eviction = None
             else:
                 for op in phases.closure(reductions + stores):
                     if op.results and op.result in top.values:
@@ -291,6 +297,8 @@ class KernelBuilder:
             attrs["mask"] = mask
             if "other" in op.attrs:
                 attrs["other"] = op.attrs["other"]
+        if self.eviction is not None:
+            attrs["eviction_policy"] = self.eviction
         shape = broadcast_shapes(
             [shape_of(offset)] + ([shape_of(mask)] if mask is not None else [])
         )

@@ -43,7 +43,7 @@ def multiple_outputs(a, b):
 
 
 def constants(x):
-    return x + torch.tensor([1.0, 2.0, 3.0])
+    return x + torch.tensor([1.0, 2.0, 3.0], device=x.device)
 
 
 def softmax_layer_norm(x):

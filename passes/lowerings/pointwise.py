@@ -165,3 +165,21 @@ def clamp(ctx, x, lo=None, hi=None):
         return v
 
     return ctx.pointwise(out.dtype, out.shape, body)
+
+
+#: exponents computed without pow (Inductor does the same): x**2 as x*x, x**0.5 as sqrt(x)
+_POW_BY_EXPONENT: dict[float, ScalarFn] = {
+    2: lambda b, x: b.mul(x, x),
+    3: lambda b, x: b.mul(b.mul(x, x), x),
+    0.5: lambda b, x: b.sqrt(x),
+    -1: lambda b, x: b.reciprocal(x),
+}
+
+
+@register_lowering(aten.pow.Tensor_Scalar)
+def pow_scalar(ctx, x, exponent):
+    compute = promote([x, exponent], KIND.BOOL_TO_LONG)
+    special = _POW_BY_EXPONENT.get(exponent)
+    if special is None or (exponent in (0.5, -1) and not compute.is_floating_point):
+        return elementwise(ctx, [x, exponent], compute, _op("pow"))
+    return elementwise(ctx, [x], compute, special)
