@@ -21,7 +21,7 @@ import torch
 import torch.fx
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.registry import Dialect, OpDef, VerifyError, lookup_op, register_dialect
+from mind.ir.registry import Dialect, OpDef, VerifyError, lookup_op, register_dialect, terminated_by
 from mind.ir.types import TensorType, contiguous_strides
 
 from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
@@ -105,12 +105,6 @@ def _check_result_types(op: Operation) -> None:
                 )
 
 
-def _verify_graph(op: Operation) -> None:
-    terminator = op.body.terminator
-    if terminator is None or terminator.name != "aten.output":
-        raise VerifyError("'aten.graph' must end with 'aten.output'", op.loc)
-
-
 ATEN = register_dialect(Dialect("aten", resolve=_resolve))
 ATEN.op(
     "graph",
@@ -118,7 +112,7 @@ ATEN.op(
     regions=1,
     symbol=True,
     signature=True,
-    verify=_verify_graph,
+    verify=terminated_by("aten.output"),
     summary="a forward or backward graph; its arguments are the graph inputs",
 )
 ATEN.op("output", variadic=True, results=0, summary="the graph's outputs")

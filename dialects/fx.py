@@ -16,7 +16,7 @@ import torch
 import torch.fx
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.registry import Dialect, VerifyError, register_dialect
+from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
 
 from .pyobjects import ALLOWED_ROOTS, from_attr, qualified_name, resolve, to_attr, type_of
 
@@ -27,15 +27,14 @@ def _verify_target(op: Operation) -> None:
         raise VerifyError(f"call target '@{op.symbol}' is outside the allowed modules", op.loc)
 
 
-def _verify_graph(op: Operation) -> None:
-    terminator = op.body.terminator
-    if terminator is None or terminator.name != "fx.output":
-        raise VerifyError("'fx.graph' must end with 'fx.output'", op.loc)
-
-
 FX = register_dialect(Dialect("fx"))
 FX.op(
-    "graph", results=0, regions=1, symbol=True, verify=_verify_graph, summary="one captured graph"
+    "graph",
+    results=0,
+    regions=1,
+    symbol=True,
+    verify=terminated_by("fx.output"),
+    summary="one captured graph",
 )
 FX.op("placeholder", symbol=True, summary="a graph input")
 FX.op("get_attr", symbol=True, summary="a module attribute (parameter, buffer, constant)")

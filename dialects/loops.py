@@ -11,7 +11,7 @@ from __future__ import annotations
 import sympy
 import torch
 from mind.ir.core import Operation, Value
-from mind.ir.registry import Dialect, VerifyError, register_dialect
+from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
 from mind.ir.types import ScalarType, TensorType, dtype_name
 
 from .scalar_ops import REDUCTION_TYPES, register_scalar_ops
@@ -94,10 +94,23 @@ def _verify_load(op: Operation) -> None:
         )
 
 
-def _verify_graph(op: Operation) -> None:
-    term = op.body.terminator
-    if term is None or not term.name.endswith(".output"):
-        raise VerifyError(f"'{op.name}' must end with an output op", op.loc)
+def verify_reinterpret(op: Operation) -> None:
+    """`reinterpret` (loops, scheduled, triton): the same memory as a buffer, laid out as the
+    result type says from the buffer's first element plus `offset`."""
+    src = op.args[0] if op.args else None
+    t = op.result.type if op.results else None
+    if not isinstance(src, Value) or not isinstance(src.type, TensorType):
+        raise VerifyError(f"'{op.name}' reinterprets a tensor value", op.loc)
+    if not is_buffer(src):
+        raise VerifyError(f"'{op.name}' of '%{src.name}', which is not a buffer", op.loc)
+    if not isinstance(t, TensorType) or t.strides is None:
+        raise VerifyError(f"'{op.name}' needs a result type with strides, not {t}", op.loc)
+    if t.dtype != src.type.dtype:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' of {dtype_name(src.type.dtype)} declared {t}", op.loc
+        )
+    if not isinstance(op.attrs.get("offset"), int | sympy.Expr):
+        raise VerifyError(f"'{op.name}' needs an index expression `offset`", op.loc)
 
 
 def register_body_ops(dialect: Dialect) -> None:
@@ -111,7 +124,9 @@ def register_body_ops(dialect: Dialect) -> None:
 
 
 LOOPS = register_dialect(Dialect("loops"))
-LOOPS.op("graph", results=0, regions=1, symbol=True, signature=True, verify=_verify_graph)
+LOOPS.op(
+    "graph", results=0, regions=1, symbol=True, signature=True, verify=terminated_by("loops.output")
+)
 LOOPS.op("output", variadic=True, results=0, summary="the graph's outputs")
 LOOPS.op("pointwise", regions=1, verify=_verify_body, summary="one element per index")
 LOOPS.op(
@@ -123,6 +138,13 @@ LOOPS.op(
 )
 LOOPS.op(
     "view", args=("source", "index"), verify=_verify_view, summary="reindex a tensor without memory"
+)
+LOOPS.op(
+    "reinterpret",
+    args=("buffer",),
+    attrs=("offset",),
+    verify=verify_reinterpret,
+    summary="a buffer's memory with other sizes, strides and offset (no copy)",
 )
 LOOPS.op(
     "extern", variadic=True, symbol=True, summary="an ATen call with its own kernel (mm, conv)"

@@ -7,9 +7,9 @@ dep's own variables, and their ranges.
 from __future__ import annotations
 
 from mind.ir.core import Operation
-from mind.ir.registry import Dialect, VerifyError, register_dialect
+from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
 
-from .loops import register_body_ops
+from .loops import register_body_ops, verify_reinterpret
 from .scalar_ops import REDUCTION_TYPES
 
 
@@ -44,14 +44,15 @@ def _verify_reduction(op: Operation) -> None:
         raise VerifyError(f"unknown reduction_type '{op.attrs['reduction_type']}'", op.loc)
 
 
-def _verify_graph(op: Operation) -> None:
-    term = op.body.terminator
-    if term is None or term.name != "scheduled.output":
-        raise VerifyError("'scheduled.graph' must end with 'scheduled.output'", op.loc)
-
-
 SCHEDULED = register_dialect(Dialect("scheduled"))
-SCHEDULED.op("graph", results=0, regions=1, symbol=True, signature=True, verify=_verify_graph)
+SCHEDULED.op(
+    "graph",
+    results=0,
+    regions=1,
+    symbol=True,
+    signature=True,
+    verify=terminated_by("scheduled.output"),
+)
 SCHEDULED.op("output", variadic=True, results=0)
 SCHEDULED.op(
     "node",
@@ -70,6 +71,13 @@ SCHEDULED.op(
     attrs=("writes", "met", "unmet"),
     verify=_verify_deps,
     summary="an ATen call with its own kernel",
+)
+SCHEDULED.op(
+    "reinterpret",
+    args=("buffer",),
+    attrs=("offset",),
+    verify=verify_reinterpret,
+    summary="a buffer's memory with other sizes, strides and offset (no kernel)",
 )
 SCHEDULED.op("constant_tensor", symbol=True, attrs=("data",))
 register_body_ops(SCHEDULED)

@@ -69,6 +69,17 @@ class VerifyError(MindError):
     """Raised by a verifier; carries the failing op's location."""
 
 
+def terminated_by(terminator: str) -> Verifier:
+    """A verifier for graph-like ops: the body must end with `terminator` (e.g. `aten.output`)."""
+
+    def verify(op: Operation) -> None:
+        last = op.body.terminator
+        if last is None or last.name != terminator:
+            raise VerifyError(f"'{op.name}' must end with '{terminator}'", op.loc)
+
+    return verify
+
+
 def arg(op: Operation, name: str):
     """The positional argument `name` of `op`, by its OpDef."""
     opdef = lookup_op(op.name)

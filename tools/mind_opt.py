@@ -14,7 +14,6 @@ from mind.parser import parse
 from mind.passes.manager import (
     PASSES,
     PassManager,
-    make_pass,
     parse_pipeline,
     resolve_pipeline,
     stage_of,
@@ -22,6 +21,7 @@ from mind.passes.manager import (
 
 from .diagnostics_check import check_expected_diagnostics
 from .split import split_input
+from .textio import read_input, write_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,17 +91,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(list_passes())
         return 0
     try:
-        passes = [make_pass(*_split_pass(p)) for p in args.passes]
-        if args.pipeline:
-            passes += parse_pipeline(args.pipeline)
+        specs = [*args.passes, *([args.pipeline] if args.pipeline else [])]
+        passes = [p for spec in specs for p in parse_pipeline(spec)]
     except MindError as exc:
         sys.stderr.write(f"mind-opt: {exc.render()}\n")
         return 2
-    filename = "<stdin>" if args.input == "-" else args.input
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+        text, filename = read_input(args.input)
     except OSError as exc:
-        sys.stderr.write(f"mind-opt: cannot read '{filename}': {exc.strerror}\n")
+        sys.stderr.write(f"mind-opt: cannot read '{args.input}': {exc.strerror}\n")
         return 2
     chunks = split_input(text) if args.split_input_file else [(text, 0)]
     outputs, failed = [], False
@@ -119,21 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         except MindError as exc:
             sys.stderr.write(exc.render() + "\n")
             failed = True
-    return _write(outputs, args.output) if not failed else 1
-
-
-def _split_pass(spec: str) -> tuple[str, str]:
-    name, _, rest = spec.partition("{")
-    return name.strip(), rest.rstrip("}")
-
-
-def _write(outputs: list[str], path: str) -> int:
-    text = "// -----\n".join(outputs)
-    if path == "-":
-        sys.stdout.write(text)
-    else:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+    if failed:
+        return 1
+    write_output("// -----\n".join(outputs), args.output)
     return 0
 
 

@@ -14,6 +14,8 @@ from mind.ir.diagnostics import MindError
 from mind.parser import parse
 from mind.passes.manager import parse_pipeline, run_pipeline, stage_of
 
+from .textio import read_input, write_output
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mind-translate", description="Emit Python from mind IR.")
@@ -37,22 +39,17 @@ def translate(text: str, filename: str, pipeline: str = "to-triton") -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    filename = "<stdin>" if args.input == "-" else args.input
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+        text, filename = read_input(args.input)
     except OSError as exc:
-        sys.stderr.write(f"mind-translate: cannot read '{filename}': {exc.strerror}\n")
+        sys.stderr.write(f"mind-translate: cannot read '{args.input}': {exc.strerror}\n")
         return 2
     try:
         source = translate(text, filename, args.pipeline)
     except MindError as exc:
         sys.stderr.write(exc.render() + "\n")
         return 1
-    if args.output == "-":
-        sys.stdout.write(source)
-    else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(source)
+    write_output(source, args.output)
     return 0
 
 
