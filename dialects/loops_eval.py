@@ -243,6 +243,8 @@ def _laid_out(value: Value, data: Any) -> Any:
     if not isinstance(t, TensorType) or t.strides is None or not isinstance(data, torch.Tensor):
         return data
     strides = tuple(int(s) for s in t.strides)
+    if data.stride() == strides:  # laid out already (a reinterpret may overlap itself)
+        return data
     out = torch.empty_strided(data.shape, strides, dtype=t.dtype, device=data.device)
     return out.copy_(data)
 
@@ -312,6 +314,12 @@ def _aten_call(op: Operation, env: Env) -> list[Any]:
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
+def _reinterpret(op: Operation, env: Env) -> list[torch.Tensor]:
+    src, t = env[op.args[0]], op.result.type
+    sizes, strides = _sizes(t, op), [int(s) for s in t.strides]
+    return [src.as_strided(sizes, strides, src.storage_offset() + int(op.attrs["offset"]))]
+
+
 def _constant_tensor(op: Operation, env: Env) -> list[torch.Tensor]:
     t = op.result.type
     return [torch.tensor(op.attrs["data"], dtype=t.dtype).reshape(_sizes(t, op))]
@@ -325,6 +333,7 @@ NODES: dict[str, Callable[[Operation, Env], list[Any]]] = {
     "loops.extern": _aten_call,
     "loops.fallback": _aten_call,
     "loops.constant_tensor": _constant_tensor,
+    "loops.reinterpret": _reinterpret,
 }
 
 

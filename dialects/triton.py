@@ -18,6 +18,7 @@ from mind.ir.registry import Dialect, VerifyError, register_dialect
 from mind.ir.symbols import IntLike, sym
 from mind.ir.types import DTYPES, OpaqueType, ScalarType, TensorType, Type, dtype_name
 
+from .loops import verify_reinterpret
 from .scalar_ops import SCALAR_OPS
 
 #: reductions `triton.reduce` performs along an axis; argmax/argmin go through `reduce_index`
@@ -258,5 +259,7 @@ T.op("reuse", args=("buffer",), summary="take over a dead buffer of the same sto
 T.op("launch", variadic=True, results=0, symbol=True, attrs=("grid",), verify=_verify_launch,
      summary="kernel[grid](args)")  # fmt: skip
 T.op("extern", variadic=True, results=None, symbol=True, summary="an ATen call, run by ATen")
+T.op("reinterpret", args=("buffer",), attrs=("offset",), verify=verify_reinterpret,
+     summary="torch.as_strided(buffer, sizes, strides, its offset + offset): an alias")  # fmt: skip
 T.op("constant_tensor", symbol=True, attrs=("data",), summary="a constant buffer")
 T.op("output", variadic=True, results=0, summary="the values call() returns")

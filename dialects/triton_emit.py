@@ -211,6 +211,12 @@ def _wrapper_line(op: Operation, n: Names, module: Module) -> str:
         targets = ", ".join(n(r) for r in op.results) + ("," if len(op.results) == 1 else "")
         call = f"torch.ops.{op.symbol}({', '.join(args)})"
         return f"{targets.rstrip(',')} = {call}" if len(op.results) == 1 else f"{targets} = {call}"
+    if kind == "reinterpret":
+        buf, t, offset = op.args[0], op.result.type, op.attrs["offset"]
+        start = "" if offset == 0 else f", {n(buf)}.storage_offset() + {lit(offset)}"
+        return (
+            f"{n(op.result)} = torch.as_strided({n(buf)}, {lit(t.shape)}, {lit(t.strides)}{start})"
+        )
     if kind == "constant_tensor":
         t = op.result.type
         strides = t.strides or contiguous_strides(t.shape)

@@ -32,6 +32,8 @@ def pipeline() -> str:
     """The passes the backend runs; `MIND_PIPELINE` replaces them (to try options, or leave a
     pass out) without touching code."""
     return os.environ.get("MIND_PIPELINE", PIPELINE)
+
+
 _GRAPH_NAMES = (f"graph{i}" for i in itertools.count())
 
 

@@ -3,7 +3,9 @@
 Not realizing a node means every consumer recomputes it; realizing it costs a write and a read.
 Like Inductor, realize graph outputs, reductions, inputs of extern and fallback calls, nodes
 reused by several consumers whose bodies read a lot, and nodes whose inlined bodies have grown
-too many reads or ops. Views feeding an extern call or a graph output are copied into a buffer.
+too many reads or ops. A view feeding an extern call or a graph output is passed as its buffer
+reinterpreted (`loops.reinterpret`, Inductor's ReinterpretView) when it reads that buffer at
+`offset + sum(stride_i * p_i)` with the strides needed there, and copied into a buffer otherwise.
 Graph outputs and the arguments of ATen calls take the strides the aten graph gave them (callers
 such as a backward graph assert them; a call's results are laid out after its arguments), as
 Inductor freezes the layouts of outputs and extern inputs.
@@ -22,11 +24,14 @@ from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
 from .loops_utils import base_of, body_ops, flat_offset, is_view, producer, pvar, strides_of
 from .manager import Pass, register_pass
+from .reinterpret import view_layout
 
 #: node kinds that compute their elements from a body
 COMPUTED = ("loops.pointwise", "loops.reduction")
 #: ops whose tensor arguments must be buffers
 NEEDS_BUFFERS = ("loops.extern", "loops.fallback", "loops.output")
+#: ops whose tensor arguments must be realized (a reinterpret aliases its argument's memory)
+NEEDS_MEMORY = (*NEEDS_BUFFERS, "loops.reinterpret")
 #: ops whose tensor results are named bufN
 NAMED_BUFFERS = (*COMPUTED, "loops.extern", "loops.fallback")
 
@@ -62,13 +67,13 @@ class Realize(Pass):
 
 
 def realize_graph(graph: Operation, opts: Realize) -> None:
-    """Realize in place: copies for views that need memory, then strides, flexible layouts,
-    bufN names and flat loads for the chosen nodes. Graph outputs and the tensor arguments of
+    """Realize in place: reinterpretations or copies for views that need memory, then strides,
+    flexible layouts, bufN names and flat loads for the chosen nodes. Graph outputs and the tensor arguments of
     extern and fallback calls get the strides the aten graph gave them (`strides` on
     `loops.output`, `input_strides` on the calls), fixed: a node computing one is realized with
     them, and a buffer laid out otherwise is copied into them."""
     block = graph.body
-    _copy_views(block)
+    _place_views(block)
     chosen = _choose(block, opts)
     fixed = _fixed_layouts(block)
     for node in chosen:
@@ -179,23 +184,63 @@ def same_layout(shape: tuple[IntLike, ...], strides: Strides, expected: Strides)
     )
 
 
-def _copy_views(block: Block) -> None:
-    """An extern call or a graph output needs memory: a view there becomes a copy (one per view);
-    an identity view is replaced by its source."""
+def _place_views(block: Block) -> None:
+    """An extern call or a graph output needs memory: a view there becomes its buffer
+    reinterpreted when that gives the strides needed (one per view and layout), a copy otherwise
+    (one per view); an identity view is replaced by its source."""
+    fixed = _fixed_layouts(block)
     copies: dict[Value, Value] = {}
+    aliases: dict[tuple[Value, Strides], Value] = {}
 
-    def materialize(value: Value) -> Value:
+    def place(op: Operation, value: Value, strides: Strides | None) -> Value:
         while is_view(value) and _is_identity(producer(value)):
             value = producer(value).args[0]
         if not is_view(value):
             return value
-        if value not in copies:
-            copies[value] = _insert_copy(block, producer(value))
-        return copies[value]
+        reinterpret = _reinterpretation(value, strides, fixed)
+        if reinterpret is None:
+            if value not in copies:
+                copies[value] = _insert_copy(block, producer(value))
+            return copies[value]
+        key = (value, reinterpret.result.type.strides)
+        if key not in aliases:
+            aliases[key] = block.insert_before(op, reinterpret).result
+        return aliases[key]
 
     for op in list(block.ops):
         if op.name in NEEDS_BUFFERS:
-            op.args = map_values(op.args, materialize)
+            needed = iter(required_strides(op))
+            op.args = map_values(op.args, lambda v, op=op, it=needed: place(op, v, next(it)))
+
+
+def _reinterpretation(
+    view: Value, strides: Strides | None, fixed: dict[Operation, Strides]
+) -> Operation | None:
+    """`loops.reinterpret` of the buffer under `view` when the view reads it affinely with
+    `strides` (in dims longer than 1; any strides when None), else None. A computed node under
+    it is predicted laid out as it will be: with its fixed strides, else contiguous."""
+    base = base_of(view)
+    node = producer(base)
+    if is_buffer(base):
+        base_strides = strides_of(base)
+    elif node is not None and node.name in COMPUTED:
+        base_strides = fixed.get(node, contiguous_strides(base.type.shape))
+    else:
+        return None
+    layout = view_layout(view, base_strides)
+    t = view.type
+    if layout is None or (
+        strides is not None and not same_layout(t.shape, layout.strides, strides)
+    ):
+        return None
+    return Operation(
+        "loops.reinterpret",
+        [layout.base],
+        {"offset": layout.offset},
+        [dataclasses.replace(t, strides=strides or layout.strides)],
+        [f"{view.name}_reinterpret"],
+        loc=producer(view).loc,
+    )
 
 
 def _is_identity(view: Operation) -> bool:
@@ -239,7 +284,7 @@ def _choose(block: Block, opts: Realize) -> list[Operation]:
     forced = {
         producer(base_of(v))
         for op in block.ops
-        if op.name in NEEDS_BUFFERS
+        if op.name in NEEDS_MEMORY
         for v in iter_values(op.args)
     }
     chosen: set[Operation] = set()

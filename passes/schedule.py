@@ -17,9 +17,10 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import ScalarType, TensorType
 
-from .deps import INDEX_ARGS, buffer_dep, kind, set_node_deps, split_reads
+from .deps import INDEX_ARGS, Dep, buffer_dep, kind, set_node_deps, split_reads
 from .loops_utils import pvar, substitute
 from .manager import Pass, register_pass
+from .reinterpret import alias_of
 
 
 def copy_body_op(
@@ -76,6 +77,11 @@ def _node(op: Operation, vmap: dict[Value, Value], number: int) -> Operation:
     drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
     body_map: dict[Value, Value] = dict(vmap)
     ops = [copy_body_op(b, body_map, lambda e: substitute(e, drop)) for b in op.body.ops[:-1]]
+    for load in ops:  # a load from a reinterpret reads its buffer
+        alias = alias_of(load.args[0]) if kind(load) == "load" else None
+        if alias is not None:
+            base, offset = alias
+            load.args[:2] = [base, substitute(offset + sympy.sympify(load.args[1]), {})]
     value = body_map[op.body.terminator.args[0]]
     if rs:
         red = Operation(
@@ -120,10 +126,21 @@ def _extern(op: Operation, vmap: dict[Value, Value]) -> Operation:
         loc=op.loc,
     )
     tensors = [v for v in new.operands if isinstance(v.type, TensorType)]
-    met, unmet = split_reads([(v, buffer_dep(v)) for v in tensors])
+    met, unmet = split_reads([_read_dep(v) for v in tensors])
     new.attrs["writes"] = [buffer_dep(r) for r in new.results if isinstance(r.type, TensorType)]
     new.attrs["unmet"], new.attrs["met"] = unmet, met
     return new
+
+
+def _read_dep(value: Value) -> tuple[Value, Dep]:
+    """The buffer a call reads for `value` and the dep: a reinterpret reads its buffer's memory
+    at its offset and strides."""
+    alias = alias_of(value)
+    if alias is None:
+        return value, buffer_dep(value)
+    base, offset = alias
+    name, index, ranges = buffer_dep(value)
+    return base, (base.name, substitute(offset + sympy.sympify(index), {}), ranges)
 
 
 def _copy(name: str, drop: tuple[str, ...] = ()) -> Callable[[Operation, dict], Operation]:
@@ -148,6 +165,8 @@ CONVERSIONS: dict[str, Callable[[Operation, dict[Value, Value]], Operation]] = {
     "loops.extern": _extern,
     "loops.fallback": _extern,
     "loops.constant_tensor": _copy("scheduled.constant_tensor"),
+    # an alias, not a kernel: its operand keeps the buffer ordered before its readers
+    "loops.reinterpret": _copy("scheduled.reinterpret"),
     # the outputs' strides are in their buffers' types by now
     "loops.output": _copy("scheduled.output", drop=("strides",)),
 }

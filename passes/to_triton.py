@@ -4,6 +4,8 @@ inputs, allocates (or reuses) buffers, launches the kernels and calls ATen for e
 
 Reuse: a buffer is dead after the last op that reads it; a later allocation of the same storage
 size, dtype and device takes it over instead of allocating (graph inputs and outputs never die).
+A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
+and it never enters the pool itself.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType
 
 from .manager import Pass, register_pass
+from .reinterpret import alias_of
 from .triton_heuristics import MAX_R_BLOCK, PERSISTENT_MAX, grid
 from .triton_kernel import build_kernel
 from .triton_layout import plan
@@ -49,6 +52,16 @@ def _last_uses(ops: list[Operation]) -> dict[Value, int]:
     return last
 
 
+def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: set[Value]) -> None:
+    """A buffer stays live while a reinterpret of it is, and is an output when one is."""
+    for op in reversed(ops):
+        if op.name == "scheduled.reinterpret":
+            base = op.args[0]
+            last[base] = max(last[base], last[op.result])
+            if op.result in outputs:
+                outputs.add(base)
+
+
 @register_pass
 @dataclass(frozen=True)
 class ToTriton(Pass):
@@ -61,6 +74,8 @@ class ToTriton(Pass):
 
     persistent_max: int = PERSISTENT_MAX
     max_r_block: int = MAX_R_BLOCK
+    #: looped softmax computes max and sum of exp in one r-loop (off: one r-loop each)
+    online_softmax: bool = True
 
     def run(self, module: Module) -> Module:
         kernels: list[Operation] = []
@@ -94,14 +109,15 @@ class _WrapperBuilder:
         ops = self.graph.body.ops
         last = _last_uses(ops)
         outputs = set(iter_values(ops[-1].args)) if ops else set()
-        inputs = set(self.graph.body.args)
+        _extend_to_aliases(ops, last, outputs)
+        kept = outputs | set(self.graph.body.args)
         for i, op in enumerate(ops):
             handler = _HANDLERS.get(op.name)
             if handler is None:
                 raise MindError(f"to-triton cannot translate '{op.name}'", op.loc)
             handler(self, op)
             for value, end in last.items():
-                if end == i and value not in outputs and value not in inputs:
+                if end == i and value not in kept and alias_of(value) is None:
                     self.release(value)
         return Operation("triton.wrapper", symbol=name, regions=[Region(self.block)])
 
@@ -136,7 +152,7 @@ class _WrapperBuilder:
         if any(g.numel == 0 for g in layout.groups if g.pid_axis is not None):
             return  # nothing to compute: the (empty) buffers are all there is
         name = kernel_name(layout.config.kind, node.attrs.get("origins", []), len(self.kernels))
-        kernel, args = build_kernel(node, layout, name, self.values)
+        kernel, args = build_kernel(node, layout, name, self.values, self.options.online_softmax)
         self.kernels.append(kernel)
         numels = {g.block: g.numel for g in layout.groups}
         launch_grid = grid(layout.config, numels)
@@ -171,6 +187,17 @@ class _WrapperBuilder:
         )
         self.values[op.result] = self.add(const).result
 
+    def on_reinterpret(self, op: Operation) -> None:
+        alias = Operation(
+            "triton.reinterpret",
+            [self.values[op.args[0]]],
+            dict(op.attrs),
+            [op.result.type],
+            [op.result.name],
+            loc=op.loc,
+        )
+        self.values[op.result] = self.add(alias).result
+
     def on_output(self, op: Operation) -> None:
         self.add(Operation("triton.output", map_values(op.args, self.values.__getitem__)))
 
@@ -179,5 +206,6 @@ _HANDLERS = {
     "scheduled.node": _WrapperBuilder.on_node,
     "scheduled.extern": _WrapperBuilder.on_extern,
     "scheduled.constant_tensor": _WrapperBuilder.on_constant,
+    "scheduled.reinterpret": _WrapperBuilder.on_reinterpret,
     "scheduled.output": _WrapperBuilder.on_output,
 }

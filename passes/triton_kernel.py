@@ -5,7 +5,8 @@ Every body value is a block: x-only values are [XBLOCK, 1], values that vary alo
 holds the work feeding the reductions whose inputs depend on k reductions. A persistent kernel
 computes the phases one after the other in registers; a looped kernel runs one r-loop per phase
 that reads along r, recomputing the loads it needs (softmax: max, then sum of exp, then the
-normalized store).
+normalized store). A max and a sum of exp(v - max) share one r-loop (online softmax, see
+triton_online_softmax), so softmax reads a row twice.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mind.ir.symbols import as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
 from .triton_layout import Group, Layout
+from .triton_online_softmax import fuse_online_softmax, online_combine, online_step
 from .triton_phases import Phases
 
 _ARG_REDUCTIONS = ("argmax", "argmin")
@@ -70,8 +72,17 @@ class Scope:
 
 
 class KernelBuilder:
-    def __init__(self, node: Operation, layout: Layout, name: str, buffers: dict[Value, Value]):
+    def __init__(
+        self,
+        node: Operation,
+        layout: Layout,
+        name: str,
+        buffers: dict[Value, Value],
+        online_softmax: bool = True,
+    ):
         self.node, self.layout = node, layout
+        self.online_softmax = online_softmax
+        self.online: dict[Operation, Operation] = {}  # sum -> the max it shares an r-loop with
         self.counter = 0
         self.eviction: str | None = None  # the cache policy of loads in the loop being built
         self.value_groups: dict[Value, frozenset[Group]] = {}
@@ -249,6 +260,8 @@ class KernelBuilder:
             if not self.layout.looped:
                 self.group_index(top, rgroup, None, rbase)
         phases = Phases(self.node)
+        if self.layout.looped and self.online_softmax:
+            self.online = fuse_online_softmax(phases)
         looped = [k for k in range(phases.count) if any(phases.r_work(k))]
         for k in range(phases.count):
             for op in phases.x_ops(k):
@@ -259,7 +272,9 @@ class KernelBuilder:
             if self.layout.looped:
                 # rows read again by a later loop stay in L2; the last loop streams through
                 last = k == looped[-1]
-                self.eviction = None if len(looped) == 1 else ("evict_first" if last else "evict_last")
+                self.eviction = (
+                    None if len(looped) == 1 else ("evict_first" if last else "evict_last")
+                )
                 self.loop(top, rbase, phases, reductions, stores)
                 self.eviction = None
             else:
@@ -398,20 +413,16 @@ class KernelBuilder:
         self.counter += len(inits)
         inner = top.child(block)
         self.group_index(inner, self.layout.rgroup, block.args[0], rbase)
-        for op in phases.closure(reductions + stores):
+        targets = [op for op in reductions if op not in self.online] + stores
+        for op in phases.closure(targets):
             if op.name != "scheduled.reduction":
                 if not (op.results and op.result in top.values):
                     self.translate(inner, op)
-        nexts, i = [], 0
+        nexts, i, steps = [], 0, {}
         mask = self.mask(inner, self.layout.groups)
         for op, vs in accs:
-            kind, acc = op.attrs["reduction_type"], carried[i : i + len(vs)]
-            value = self.masked_input(inner, op, dtype_of(acc[0]))
-            if kind in _ARG_REDUCTIONS:
-                index = self.r_index(inner)
-                new = list(self.combine_index(inner, kind, acc, value, index))
-            else:
-                new = [self.emit_op(inner, _COMBINE[kind], [acc[0], value], dtype_of(acc[0]))]
+            acc = carried[i : i + len(vs)]
+            new = self.accumulate(inner, op, acc, steps)
             if mask is not None:
                 new = [
                     self.emit_op(inner, "where", [mask, n, a], dtype_of(a))
@@ -421,20 +432,39 @@ class KernelBuilder:
             i += len(vs)
         block.append(Operation("triton.yield", nexts))
         top.block.append(loop)
-        i = 0
+        i, outs = 0, {}
         for op, vs in accs:
             kind, rdt, out = (
                 op.attrs["reduction_type"],
                 op.result.type.dtype,
                 loop.results[i : i + len(vs)],
             )
+            outs[op], i = out, i + len(vs)
+            if op in self.online:
+                top_max = self.online[op]
+                row_max = top.values[top_max.result]
+                top.values[op.result] = online_combine(self, top, out[0], outs[top_max][0], row_max)
+                continue
             xshape = self.layout.groups[0].shape
             args = [*out, 1]
             name = "reduce_index" if kind in _ARG_REDUCTIONS else "reduce"
             top.values[op.result] = self.emit(
                 top, name, args, rdt, xshape, {"reduction_type": kind}
             )
-            i += len(vs)
+
+    def accumulate(self, scope: Scope, op: Operation, acc: list[Value], steps: dict) -> list:
+        """A reduction's accumulators after one more block. `steps` keeps each plain one's
+        (acc, input, new acc) for an online softmax sum to read its max's step."""
+        kind = op.attrs["reduction_type"]
+        if op in self.online:
+            m, x, m_new = steps[self.online[op]]
+            return [online_step(self, scope, acc[0], m, x, m_new)]
+        value = self.masked_input(scope, op, dtype_of(acc[0]))
+        if kind in _ARG_REDUCTIONS:
+            return list(self.combine_index(scope, kind, acc, value, self.r_index(scope)))
+        new = self.emit_op(scope, _COMBINE[kind], [acc[0], value], dtype_of(acc[0]))
+        steps[op] = (acc[0], value, new)
+        return [new]
 
     @staticmethod
     def acc_dtype(op: Operation) -> torch.dtype:
@@ -453,9 +483,13 @@ class KernelBuilder:
 
 
 def build_kernel(
-    node: Operation, layout: Layout, name: str, buffers: dict[Value, Value]
+    node: Operation,
+    layout: Layout,
+    name: str,
+    buffers: dict[Value, Value],
+    online_softmax: bool = True,
 ) -> tuple[Operation, list]:
     """The kernel for `node`, and the arguments its launch passes (wrapper values, then numels).
     `buffers` maps the node's inputs and results to the wrapper's values."""
-    builder = KernelBuilder(node, layout, name, buffers)
+    builder = KernelBuilder(node, layout, name, buffers, online_softmax)
     return builder.build(), builder.launch_args

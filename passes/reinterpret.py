@@ -1,0 +1,67 @@
+"""Views as reinterpretations: a chain of views over a buffer that reads memory at
+`offset + sum(stride_i * p_i)` is that buffer's memory with other sizes, strides and offset
+(Inductor's ReinterpretView), so an extern call or a graph output can take it without a copy.
+
+`realize` asks `view_layout` whether a view is such a chain; `schedule` and `to-triton` ask
+`alias_of` what memory a `reinterpret` value stands for (its reads and its lifetime are the
+buffer's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+from mind.ir.core import Operation, Value
+from mind.ir.symbols import IntLike, as_int_like
+from mind.ir.types import TensorType, contiguous_strides
+
+from .loops_utils import compose_view, pvar, simplify_index
+
+Strides = tuple[IntLike, ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a view's element `[p0, ...]` lies: `offset + sum(strides[i] * p_i)` elements past
+    its buffer's first element."""
+
+    base: Value
+    strides: Strides
+    offset: IntLike
+
+
+def view_layout(value: Value, base_strides: Strides) -> Layout | None:
+    """The layout of view chain `value` over the tensor underneath, laid out with
+    `base_strides`; None when the chain is not affine in the p vars (a reshape that splits a
+    non-contiguous dim, ...). Size-1 dims read index 0 only: they get contiguous strides."""
+    t = value.type
+    assert isinstance(t, TensorType)
+    ps = [pvar(i) for i in range(t.rank)]
+    base, index, _ = compose_view(value, ps)
+    zero = {p: 0 for p, n in zip(ps, t.shape) if n == 1}
+    flat = sympy.sympify(
+        simplify_index(sum((sympy.sympify(e) * s for e, s in zip(index, base_strides)), start=0))
+    ).xreplace(zero)
+    flat = sympy.expand(flat)
+    offset = flat.xreplace({p: 0 for p in ps})
+    strides = [sympy.expand(sympy.diff(flat, p)) for p in ps]
+    if any(s.free_symbols & set(ps) or s.has(sympy.Derivative) for s in strides):
+        return None
+    if sympy.expand(offset + sum(s * p for s, p in zip(strides, ps)) - flat) != 0:
+        return None
+    unit = contiguous_strides(t.shape)
+    return Layout(
+        base,
+        tuple(u if n == 1 else as_int_like(s) for s, u, n in zip(strides, unit, t.shape)),
+        as_int_like(offset),
+    )
+
+
+def alias_of(value: Value) -> tuple[Value, IntLike] | None:
+    """(buffer, offset) for a `reinterpret` result (any dialect), through reinterprets of
+    reinterprets to the memory underneath; None for any other value."""
+    base, offset = value, 0
+    while isinstance(base.owner, Operation) and base.owner.name.endswith(".reinterpret"):
+        base, offset = base.owner.args[0], offset + base.owner.attrs["offset"]
+    return None if base is value else (base, as_int_like(offset))
