@@ -18,6 +18,12 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def compiled_for_the_gpu(monkeypatch):
+    """Kernels here must be compiled for CUDA, not run by Triton's interpreter."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
 def compile_strictly(fn, *args):
     torch._dynamo.reset()
     with warnings.catch_warnings():

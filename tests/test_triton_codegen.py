@@ -4,38 +4,20 @@ Python source -> run, compared with eager PyTorch."""
 
 import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before triton decorates any kernel
-
-import importlib.util  # noqa: E402
-import sys  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from mind.dialects.triton_emit import emit  # noqa: E402
-from mind.ir.printer import print_module  # noqa: E402
-from mind.parser import parse  # noqa: E402
-from mind.passes import run_pipeline  # noqa: E402
+import pytest
+import torch
+from mind.dialects.triton_emit import emit
+from mind.ir.printer import print_module
+from mind.parser import parse
+from mind.passes import run_pipeline
+from mind.runtime import load
 
 
-def load_source(source: str, name: str, tmp_path):
-    try:
-        from mind.runtime import load
-    except ImportError:
-        path = tmp_path / f"{name}.py"
-        path.write_text(source)
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-    return load(source, name)
-
-
-def compile_graph(text: str, tmp_path, pipeline: str = "to-triton"):
+def compile_graph(text: str, pipeline: str = "to-triton"):
     module = run_pipeline(parse(text), pipeline)
     printed = print_module(module)
     assert print_module(parse(printed)) == printed
-    return printed, load_source(emit(module), "generated", tmp_path)
+    return printed, load(emit(module), "generated", interpret=True)
 
 
 def graph(args: str, body: str, out: str = "%buf0") -> str:
@@ -54,8 +36,8 @@ SEED = open(
 ).read()
 
 
-def test_seed_persistent_reduction(tmp_path):
-    printed, mod = compile_graph(SEED, tmp_path)
+def test_seed_persistent_reduction():
+    printed, mod = compile_graph(SEED)
     assert "triton.kernel @triton_per_fused_add_mul_relu_sum_0(" in printed
     assert "constexprs = {XBLOCK: 1, R0_BLOCK: 128}, num_warps = 2, num_stages = 1" in printed
     a, b, c = (torch.randn(4, 128) for _ in range(3))
@@ -80,8 +62,8 @@ ADD_RELU = graph(
 )
 
 
-def test_pointwise_add_relu(tmp_path):
-    printed, mod = compile_graph(ADD_RELU, tmp_path)
+def test_pointwise_add_relu():
+    printed, mod = compile_graph(ADD_RELU)
     assert "@triton_poi_fused_add_relu_0" in printed
     assert "constexprs = {XBLOCK: 1024}, num_warps = 4" in printed
     x, y = torch.randn(1000), torch.randn(1000)
@@ -111,8 +93,8 @@ SOFTMAX = graph(
     "pipeline, prefix",
     [("to-triton", "triton_per_"), ("to-triton{persistent-max=16,max-r-block=32}", "triton_red_")],
 )
-def test_softmax(tmp_path, pipeline, prefix):
-    printed, mod = compile_graph(SOFTMAX, tmp_path, pipeline)
+def test_softmax(pipeline, prefix):
+    printed, mod = compile_graph(SOFTMAX, pipeline)
     assert f"{prefix}fused_amax_div_exp_sub_sum_0" in printed
     assert printed.count("triton.for") == (2 if prefix == "triton_red_" else 0)
     x = torch.randn(8, 100)
@@ -164,9 +146,9 @@ def rows_with_inf() -> torch.Tensor:
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan from -inf - -inf, as in eager
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("online", [True, False])
-def test_online_softmax(tmp_path, log, online):
+def test_online_softmax(log, online):
     options = "persistent-max=16,max-r-block=32" + ("" if online else ",online-softmax=false")
-    printed, mod = compile_graph(fused_softmax(log), tmp_path, f"to-triton{{{options}}}")
+    printed, mod = compile_graph(fused_softmax(log), f"to-triton{{{options}}}")
     source = emit(parse(printed))
     assert source.count("for r0_offset") == (2 if online else 3)
     x = rows_with_inf()
@@ -192,8 +174,8 @@ COLUMN_SUM = graph(
 
 
 @pytest.mark.parametrize("pipeline", ["to-triton", "to-triton{persistent-max=16}"])
-def test_column_sum_is_outer(tmp_path, pipeline):
-    printed, mod = compile_graph(COLUMN_SUM, tmp_path, pipeline)
+def test_column_sum_is_outer(pipeline):
+    printed, mod = compile_graph(COLUMN_SUM, pipeline)
     # x is the contiguous dim: wide XBLOCK, rows of the tile read contiguous columns
     kind = "persistent_reduction" if pipeline == "to-triton" else "reduction"
     assert f'kind = "{kind}", constexprs = {{XBLOCK: 32, R0_BLOCK: 64}}' in printed
@@ -217,8 +199,8 @@ ARGMAX = graph(
 
 
 @pytest.mark.parametrize("pipeline", ["to-triton", "to-triton{persistent-max=16,max-r-block=16}"])
-def test_argmax(tmp_path, pipeline):
-    printed, mod = compile_graph(ARGMAX, tmp_path, pipeline)
+def test_argmax(pipeline):
+    printed, mod = compile_graph(ARGMAX, pipeline)
     x = torch.randn(6, 50)
     x[2, 7] = x[2, 30] = 100.0  # ties resolve to the first index
     torch.testing.assert_close(mod.call([x])[0], x.argmax(-1))
@@ -240,8 +222,8 @@ TRANSPOSE_ADD = graph(
 )
 
 
-def test_transpose_add_tiles(tmp_path):
-    printed, mod = compile_graph(TRANSPOSE_ADD, tmp_path)
+def test_transpose_add_tiles():
+    printed, mod = compile_graph(TRANSPOSE_ADD)
     assert "constexprs = {YBLOCK: 32, XBLOCK: 64}" in printed
     assert "grid = (1, 1, 1)" in printed
     x, y = torch.randn(32, 48), torch.randn(48, 32)
@@ -265,8 +247,8 @@ BF16 = graph(
 )
 
 
-def test_bf16_reduction(tmp_path):
-    printed, mod = compile_graph(BF16, tmp_path)
+def test_bf16_reduction():
+    printed, mod = compile_graph(BF16)
     assert "triton.load(%in_ptr0, %tmp2) {mask = %xmask} : bf16[XBLOCK, R0_BLOCK]" in printed
     x = torch.randn(4, 64).to(torch.bfloat16)
     torch.testing.assert_close(mod.call([x])[0], x.float().sum(-1).to(torch.bfloat16))
@@ -294,8 +276,8 @@ VAR = graph(
 
 
 @pytest.mark.parametrize("pipeline", ["to-triton", "to-triton{persistent-max=8,max-r-block=16}"])
-def test_two_pass_var(tmp_path, pipeline):
-    _, mod = compile_graph(VAR, tmp_path, pipeline)
+def test_two_pass_var(pipeline):
+    _, mod = compile_graph(VAR, pipeline)
     x = torch.randn(5, 40)
     torch.testing.assert_close(mod.call([x])[0], x.var(-1, unbiased=False))
 
@@ -318,21 +300,21 @@ CHAIN = """scheduled.graph @g(%arg0_1: f32[256][1]cpu) {
 """
 
 
-def test_extern_and_buffer_reuse(tmp_path):
-    printed, mod = compile_graph(CHAIN, tmp_path)
+def test_extern_and_buffer_reuse():
+    printed, mod = compile_graph(CHAIN)
     assert "%buf1 = triton.extern @aten.cumsum.default(%buf0, 0)" in printed
     assert "%buf2 = triton.reuse(%buf0)" in printed  # buf0 is dead once cumsum read it
     x = torch.randn(256)
     torch.testing.assert_close(mod.call([x])[0], torch.cumsum(x.exp(), 0) * 2)
 
 
-def test_online_softmax_needs_the_same_value(tmp_path):
+def test_online_softmax_needs_the_same_value():
     # the sum reads the row reversed: the same sum, but not structurally the max's input
     text = fused_softmax(False).replace(
         "%2 = scheduled.load(%arg0_1, 100*p0 + p1)",
         "%2 = scheduled.load(%arg0_1, 100*p0 - p1 + 99)",
     )
-    printed, mod = compile_graph(text, tmp_path, "to-triton{persistent-max=16,max-r-block=32}")
+    printed, mod = compile_graph(text, "to-triton{persistent-max=16,max-r-block=32}")
     assert printed.count("triton.for") == 3
     x = torch.randn(6, 100)
     torch.testing.assert_close(mod.call([x])[0], x.softmax(-1))
