@@ -19,9 +19,9 @@ import torch._dynamo
 from torch._functorch.aot_autograd import make_boxed_func
 
 from mind import runtime
-from mind.capture import dynamo_guards
 from mind.dialects import aten, fx
 from mind.dump import GraphDump
+from mind.frontend import dynamo_guards
 from mind.ir.core import Module, Operation
 from mind.ir.types import TensorType
 

@@ -12,9 +12,6 @@ from mind.dialects import aten, fx
 from mind.ir.core import Module, Operation
 from mind.ir.diagnostics import MindError
 from mind.ir.types import SymType, TensorType, contiguous_strides
-from torch._decomp import core_aten_decompositions, get_decompositions
-from torch._functorch.aot_autograd import aot_module_simplified
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .manager import Pass, register_pass
 
@@ -42,6 +39,8 @@ _EXTRA_DECOMPOSITIONS = [
 
 @lru_cache(maxsize=1)
 def decompositions() -> dict:
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
     return table
@@ -56,6 +55,8 @@ def aten_graphs(
     """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
     graphs land in: the forward now, the backward once AOTAutograd compiles it. `compile_graph`
     turns each aten graph into what runs it; by default the ATen GraphModule itself."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
     graphs: list[Operation] = []
 
     def compiler(kind: str):
@@ -76,7 +77,7 @@ def aten_graphs(
     return compiled, graphs
 
 
-def fake_inputs(graph_op: Operation, mode: FakeTensorMode) -> list:
+def fake_inputs(graph_op: Operation, mode) -> list:
     inputs = []
     for t in fx.example_inputs(graph_op):
         if isinstance(t, SymType) or (
@@ -112,6 +113,8 @@ class ToAten(Pass):
     summary = "AOTAutograd with torch's decompositions: fx graphs become ATen graphs"
 
     def run(self, module: Module) -> Module:
+        from torch._subclasses.fake_tensor import FakeTensorMode  # Dynamo-side: load on use
+
         out = []
         for graph_op in module.ops:
             gm = fx.export_graph(graph_op)

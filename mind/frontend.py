@@ -1,4 +1,5 @@
-"""mind.capture: run Dynamo on a function and keep every graph it captures as IR."""
+"""The Dynamo front end: `mind.capture` runs Dynamo on a function and keeps every graph it
+captures as IR."""
 
 from __future__ import annotations
 
