@@ -29,6 +29,17 @@ KERNEL_KINDS = ("pointwise", "persistent_reduction", "reduction")
 _PTR = re.compile(r"ptr<([a-z0-9]+)>$")
 
 
+def neutral(kind: str, dtype: torch.dtype):
+    """The value a masked lane contributes: it leaves the reduction unchanged."""
+    if dtype == torch.bool:
+        return kind in ("all", "prod", "argmin", "min")
+    low = float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+    high = float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
+    table = {"sum": 0, "prod": 1, "max": low, "argmax": low, "min": high, "argmin": high}
+    value = table.get(kind, 0)
+    return float(value) if dtype.is_floating_point else int(value)
+
+
 def ptr_type(dtype: torch.dtype) -> OpaqueType:
     return OpaqueType(f"ptr<{dtype_name(dtype)}>")
 

@@ -5,16 +5,23 @@ inputs' device, launches `kernel[grid](..., XBLOCK=..., num_warps=...)` and retu
 Triton reads TRITON_INTERPRET when `@triton.jit` decorates a function (triton 3.6:
 `knobs.runtime.interpret`, read from the environment on each access), so whoever imports the
 generated module on CPU tensors sets it first; the module itself never changes it.
+
+Symbolic sizes: `call` first binds each size symbol by name from its inputs (a `sym(s0)` input
+is the value; otherwise a tensor input's size or stride), so sizes, strides, grids and launch
+arguments are Python expressions over them. An r-loop up to a kernel argument is a `while`:
+the interpreter cannot `range` over a scalar argument (numpy 2 refuses int() of its 1-element
+array), and compiled Triton accepts both.
 """
 
 from __future__ import annotations
 
 import keyword
 
+import sympy
 import torch
 from mind.ir.core import Module, Operation, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.types import TensorType, contiguous_strides
+from mind.ir.types import SymType, TensorType, contiguous_strides
 
 from .triton import dtype_of, shape_of
 from .triton_pyops import ELEMENTWISE, REDUCE, is_dotted, py_expr, py_float, py_literal, tl_dtype
@@ -153,10 +160,17 @@ def _for_lines(op: Operation, n: Names, depth: int) -> list[str]:
     iv, *carried = op.body.args
     start, stop, step = (_value_text(x, n) for x in op.attrs["range"])
     lines = [f"{pad}{n(c)} = {n(i)}" for c, i in zip(carried, op.attrs["init"])]
-    lines.append(f"{pad}for {n(iv)} in range({start}, {stop}, {step}):")
+    dynamic = isinstance(op.attrs["range"][1], Value)
+    if dynamic:
+        lines.append(f"{pad}{n(iv)} = {stop} * 0 + {start}")
+        lines.append(f"{pad}while {n(iv)} < {stop}:")
+    else:
+        lines.append(f"{pad}for {n(iv)} in range({start}, {stop}, {step}):")
     lines += _kernel_lines(op.body.ops, n, depth + 1)
     nexts = op.body.terminator.args
     lines += [f"{pad}    {n(c)} = {n(v)}" for c, v in zip(carried, nexts)]
+    if dynamic:
+        lines.append(f"{pad}    {n(iv)} += {step}")
     lines += [f"{pad}{n(r)} = {n(c)}" for r, c in zip(op.results, carried)]
     return lines
 
@@ -228,14 +242,48 @@ def _wrapper_line(op: Operation, n: Names, module: Module) -> str:
     raise MindError(f"cannot emit '{op.name}' in a wrapper", op.loc)
 
 
+def _size_bindings(op: Operation, n: Names) -> list[str]:
+    """`s0 = arg0_1` / `s1 = arg2_1.size(1)`: each size symbol bound once, from the first input
+    that holds it plainly."""
+    bound: dict[str, str] = {}
+    for arg in op.body.args:
+        t = arg.type
+        if isinstance(t, SymType):
+            if isinstance(t.expr, sympy.Symbol):
+                bound.setdefault(t.expr.name, n(arg))
+            continue
+        if not isinstance(t, TensorType):
+            continue
+        for method, sizes in (("size", t.shape), ("stride", t.strides or ())):
+            for d, size in enumerate(sizes):
+                if isinstance(size, sympy.Symbol):
+                    bound.setdefault(size.name, f"{n(arg)}.{method}({d})")
+    return [f"    {name} = {source}" for name, source in bound.items()]
+
+
 def emit_wrapper(op: Operation, n: Names, module: Module) -> str:
+    n.taken |= _size_symbols(op)
     args = [n(a) for a in op.body.args]
     lines = [f"def {op.symbol}(args):"]
     if args:
         lines.append(f"    {', '.join(args)}{',' if len(args) == 1 else ''} = args")
+    lines += _size_bindings(op, n)
     lines.append(_device_line(op, n))
     lines += ["    " + _wrapper_line(o, n, module) for o in op.body.ops]
     return "\n".join(lines) + "\n"
+
+
+def _size_symbols(op: Operation) -> set[str]:
+    """The names of the size symbols of the wrapper's inputs: kept free for the bindings."""
+    names = set()
+    for arg in op.body.args:
+        t = arg.type
+        exprs = [t.expr] if isinstance(t, SymType) else []
+        if isinstance(t, TensorType):
+            exprs = [*t.shape, *(t.strides or ())]
+        for e in exprs:
+            names |= {s.name for s in sympy.sympify(e).free_symbols}
+    return names
 
 
 _TOP_LEVEL = {"triton.kernel": emit_kernel, "triton.wrapper": emit_wrapper}

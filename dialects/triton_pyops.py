@@ -102,39 +102,48 @@ def py_float(value: float) -> str:
     return repr(value)
 
 
-def py_expr(expr: Any, names: Callable[[str], str]) -> str:
-    """A sympy index expression as Python integer arithmetic (floor -> //, Mod -> %)."""
+def py_expr(expr: Any, names: Callable[[str], str], minmax=("tl.minimum", "tl.maximum")) -> str:
+    """A sympy index expression as Python integer arithmetic (floor -> //, Mod -> %); Min and
+    Max call `minmax` (`min`, `max` in the host wrapper)."""
+
+    def sub(e: Any) -> str:
+        return py_expr(e, names, minmax)
+
+    def operand(e: Any) -> str:  # a product or power binds looser than // and %
+        text = sub(e)
+        return f"({text})" if isinstance(e, sympy.Mul | sympy.Pow) else text
+
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         return str(int(expr))
     if expr.is_Symbol:
         return names(expr.name)
     if isinstance(expr, sympy.Add):
-        terms = [py_expr(t, names) for t in expr.as_ordered_terms()]
+        terms = [sub(t) for t in expr.as_ordered_terms()]
         return "(" + " + ".join(terms).replace("+ -", "- ") + ")"
     if isinstance(expr, sympy.Mul):
         coeff, rest = expr.as_coeff_Mul()
         if not coeff.is_Integer:
             raise MindError(f"index expression '{expr}' is not integral")
-        factors = [py_expr(f, names) for f in sympy.Mul.make_args(rest)]
+        factors = [sub(f) for f in sympy.Mul.make_args(rest)]
         return "*".join(([str(int(coeff))] if coeff != 1 else []) + factors)
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
-        return "*".join([py_expr(expr.base, names)] * int(expr.exp))
+        return "*".join([sub(expr.base)] * int(expr.exp))
     if isinstance(expr, sympy.floor | sympy.ceiling):
         num, den = sympy.fraction(sympy.together(expr.args[0]))
-        n, d = py_expr(num, names), py_expr(den, names)
+        n, d = operand(num), operand(den)
         return f"({n} // {d})" if isinstance(expr, sympy.floor) else f"(-((-{n}) // {d}))"
     if isinstance(expr, sympy.Mod):
-        return f"({py_expr(expr.args[0], names)} % {py_expr(expr.args[1], names)})"
-    if isinstance(expr, sympy.Min | sympy.Max):
-        fn = "tl.minimum" if isinstance(expr, sympy.Min) else "tl.maximum"
-        args = [py_expr(a, names) for a in expr.args]
+        return f"({operand(expr.args[0])} % {operand(expr.args[1])})"
+    if type(expr).__name__ in ("Min", "Max"):  # sympy's, or torch.utils._sympy's from capture
+        fn = minmax[0] if type(expr).__name__ == "Min" else minmax[1]
+        args = [sub(a) for a in expr.args]
         text = args[0]
         for arg in args[1:]:
             text = f"{fn}({text}, {arg})"
         return text
     if isinstance(expr, sympy.Abs):
-        return f"tl.abs({py_expr(expr.args[0], names)})"
+        return f"tl.abs({sub(expr.args[0])})"
     raise MindError(f"cannot emit index expression '{expr}'")
 
 
@@ -152,8 +161,8 @@ def py_literal(value: Any, name: Callable[[Value], str], device: str = "device")
         return repr(value)
     if isinstance(value, float):
         return py_float(value)
-    if isinstance(value, sympy.Expr) and value.is_Integer:
-        return str(int(value))
+    if isinstance(value, sympy.Expr):  # over size symbols, bound by name in the wrapper
+        return py_expr(value, lambda s: s, ("min", "max"))
     if isinstance(value, list):
         return "[" + ", ".join(lit(x) for x in value) + "]"
     if isinstance(value, tuple):

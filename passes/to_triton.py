@@ -6,6 +6,9 @@ Reuse: a buffer is dead after the last op that reads it; a later allocation of t
 size, dtype and device takes it over instead of allocating (graph inputs and outputs never die).
 A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
 and it never enters the pool itself.
+
+Symbolic sizes: launches pass the size symbols and numels as expressions, grids are expressions
+the emitted wrapper evaluates, and inputs with symbolic sizes are not asserted.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ def storage_key(t: TensorType) -> tuple:
     """What makes two buffers interchangeable: elements of storage, dtype, device."""
     extent = 0 if 0 in t.shape else 1 + sum((s - 1) * st for s, st in zip(t.shape, t.strides))
     return (extent, t.dtype, t.device)
+
+
+def _static(t: TensorType) -> bool:
+    """Sizes and strides all numbers: a symbolic input is checked by the guards that bound it."""
+    return all(isinstance(s, int) for s in (*t.shape, *t.strides))
 
 
 def _last_uses(ops: list[Operation]) -> dict[Value, int]:
@@ -104,7 +112,7 @@ class _WrapperBuilder:
             self.values[arg] = self.block.add_arg(Value(arg.name, arg.type))
         for arg in self.block.args:
             t = arg.type
-            if isinstance(t, TensorType) and t.strides is not None:
+            if isinstance(t, TensorType) and t.strides is not None and _static(t):
                 self.add(Operation("triton.assert_size_stride", [arg, t.shape, t.strides]))
         ops = self.graph.body.ops
         last = _last_uses(ops)

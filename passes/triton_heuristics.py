@@ -1,5 +1,6 @@
 """Launch configurations for generated kernels: block sizes, warps and stages from the sizes
 alone, the way Inductor's triton_heuristics pick the first config (mind does not autotune).
+Symbolic sizes choose with a size hint (SIZE_HINT per symbol), as Inductor does.
 
 - pointwise: XBLOCK up to 1024, a warp per 256 elements, at least 4 warps past 128 elements;
   2-D tiles up to 64 x 64.
@@ -14,6 +15,12 @@ alone, the way Inductor's triton_heuristics pick the first config (mind does not
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import sympy
+from mind.ir.symbols import IntLike, as_int_like
+
+#: the size a config is chosen for when a size is symbolic (Inductor's default size hint)
+SIZE_HINT = 8192
 
 #: rows up to this many elements reduce in registers (Inductor's persistent-reduction limit)
 PERSISTENT_MAX = 1024
@@ -33,8 +40,17 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+def cdiv(a: IntLike, b: int) -> IntLike:
+    """Ceil division; over symbols, the floor expression the wrapper evaluates at run time."""
+    if isinstance(a, int):
+        return -(-a // b)
+    return as_int_like(sympy.floor((a + b - 1) / b))
+
+
+def size_hint(size: IntLike) -> int:
+    """A number to pick configs with: each symbol of `size` counts as SIZE_HINT."""
+    size = sympy.sympify(size)
+    return int(size.subs({s: SIZE_HINT for s in size.free_symbols}))
 
 
 def _num_warps(elements_per_warp: int, lo: int, hi: int = 8) -> int:
@@ -77,8 +93,9 @@ def reduction_config(
     return LaunchConfig(kind, {"XBLOCK": xblock, "R0_BLOCK": rblock}, warps)
 
 
-def grid(config: LaunchConfig, numels: dict[str, int]) -> tuple[int, int, int]:
-    """x blocks on grid axis 0, y blocks on axis 1 (the kernel's program_id axes)."""
+def grid(config: LaunchConfig, numels: dict[str, IntLike]) -> tuple:
+    """x blocks on grid axis 0, y blocks on axis 1 (the kernel's program_id axes); expressions
+    over the size symbols when the numels are symbolic."""
     x = cdiv(numels["XBLOCK"], config.blocks["XBLOCK"])
     y = cdiv(numels["YBLOCK"], config.blocks["YBLOCK"]) if "YBLOCK" in config.blocks else 1
     return (x, y, 1)

@@ -7,6 +7,9 @@ computes the phases one after the other in registers; a looped kernel runs one r
 that reads along r, recomputing the loads it needs (softmax: max, then sum of exp, then the
 normalized store). A max and a sum of exp(v - max) share one r-loop (online softmax, see
 triton_online_softmax), so softmax reads a row twice.
+
+Symbolic sizes: each size symbol is an int argument named by the symbol, after the numels; a
+looped reduction over a symbolic r size runs up to the r0_numel argument.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from mind.dialects.triton import (
     block_dim,
     broadcast_shapes,
     dtype_of,
+    neutral,
     ptr_dtype,
     ptr_type,
     shape_of,
@@ -28,7 +32,7 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
-from .triton_layout import Group, Layout
+from .triton_layout import Group, Layout, size_symbols
 from .triton_online_softmax import fuse_online_softmax, online_combine, online_step
 from .triton_phases import Phases
 
@@ -42,17 +46,6 @@ _COMBINE = {
     "any": "logical_or",
     "all": "logical_and",
 }
-
-
-def neutral(kind: str, dtype: torch.dtype):
-    """The value a masked lane contributes: it leaves the reduction unchanged."""
-    if dtype == torch.bool:
-        return kind in ("all", "prod", "argmin", "min")
-    low = float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
-    high = float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
-    table = {"sum": 0, "prod": 1, "max": low, "argmax": low, "min": high, "argmin": high}
-    value = table.get(kind, 0)
-    return float(value) if dtype.is_floating_point else int(value)
 
 
 @dataclass
@@ -100,7 +93,8 @@ class KernelBuilder:
         self.kernel = Operation(
             "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))]
         )
-        self.numels = {g.prefix: a for g, a in zip(layout.groups, args[-len(layout.groups) :])}
+        named = {a.name: a for a in args}
+        self.numels = {g.prefix: named[f"{g.prefix}numel"] for g in layout.groups}
 
     # -- naming and signature --------------------------------------------------------------
     def _name_vars(self) -> None:
@@ -126,9 +120,13 @@ class KernelBuilder:
             ptrs[write[0]] = Value(f"out_ptr{i}", ptr_type(result.type.dtype))
             args.append(ptrs[write[0]])
             launch.append(buffers[result])
+        idt = ScalarType(self.layout.index_dtype)
         for group in self.layout.groups:
-            args.append(Value(f"{group.prefix}numel", ScalarType(self.layout.index_dtype)))
+            args.append(Value(f"{group.prefix}numel", idt))
             launch.append(group.numel)
+        self.sizes = {s.name: Value(s.name, idt) for s in size_symbols(self.node)}
+        args += self.sizes.values()
+        launch += [sym(name) for name in self.sizes]
         return args, launch, ptrs
 
     # -- emission helpers ------------------------------------------------------------------
@@ -196,8 +194,10 @@ class KernelBuilder:
     def bind(
         self, scope: Scope, expr: sympy.Expr, values: list[Value], shape, result: str
     ) -> Value:
-        """A `triton.index` over named values: the symbols of `expr` are the values' names."""
+        """A `triton.index` over named values: the symbols of `expr` are the values' names, or
+        size arguments."""
         names = {v.name: v for v in values}
+        names |= {s.name: self.sizes[s.name] for s in expr.free_symbols if s.name in self.sizes}
         value = self.emit(
             scope, "index", [expr, names], self.layout.index_dtype, shape, result=result
         )
@@ -217,7 +217,7 @@ class KernelBuilder:
             scope.indices[f"{p}mask"] = mask
         stride = group.numel
         for dim, size in zip(group.dims, group.sizes):
-            stride //= size
+            stride = as_int_like(sympy.sympify(stride) / size)
             var = self.subs[sym(f"p{dim}")]
             if size == 1:
                 continue
@@ -250,7 +250,7 @@ class KernelBuilder:
 
     # -- the body ----------------------------------------------------------------------------
     def build(self) -> Operation:
-        top = Scope(self.kernel.body)
+        top = Scope(self.kernel.body, vars=dict(self.sizes))
         for group in self.layout.groups:
             if group.pid_axis is not None:
                 self.program_group(top, group)
@@ -400,8 +400,10 @@ class KernelBuilder:
         inits = [v for _, vs in accs for v in vs]
         block = Block([Value("r0_offset", ScalarType(idt))])
         carried = [block.add_arg(Value(f"_acc{i}", v.type)) for i, v in enumerate(inits)]
-        # the static trip count, as Inductor writes it (the interpreter cannot range over an arg)
-        attrs = {"range": (0, self.layout.rgroup.numel, block_dim("R0_BLOCK")), "init": inits}
+        # a static trip count as Inductor writes it; a symbolic one runs to the r0_numel argument
+        rnumel = self.layout.rgroup.numel
+        stop = rnumel if isinstance(rnumel, int) else self.numels["r0_"]
+        attrs = {"range": (0, stop, block_dim("R0_BLOCK")), "init": inits}
         loop = Operation(
             "triton.for",
             [],

@@ -6,22 +6,30 @@ covers (x, y, r0), the kernel kind and launch config, and the index width.
   the outer dims on y, so both reads stay coalesced within the tile.
 - reductions: x on axis 0, r0 on axis 1. Reads contiguous along r make an inner reduction (small
   XBLOCK, wide R0_BLOCK); reads contiguous along x only (a column sum) an outer one (wide XBLOCK).
-- i64 indices once any extent reaches 2**31, i32 otherwise.
+- i64 indices once any extent reaches 2**31 or is symbolic, i32 otherwise.
+- symbolic sizes: configs are chosen for their size hint; numels stay expressions (kernel
+  arguments at run time).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from math import prod
 
 import sympy
 import torch
 from mind.ir.core import Operation
-from mind.ir.diagnostics import MindError
-from mind.ir.symbols import sym
+from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .triton_heuristics import LaunchConfig, pointwise_config, reduction_config
+from .triton_heuristics import (
+    LaunchConfig,
+    cdiv,
+    pointwise_config,
+    reduction_config,
+    size_hint,
+)
 
 
 @dataclass(frozen=True)
@@ -31,15 +39,15 @@ class Group:
     prefix: str  # "x", "y", "r0_": names xindex, xmask, xnumel
     block: str  # the constexpr block size: XBLOCK
     dims: tuple[int, ...]
-    sizes: tuple[int, ...]
+    sizes: tuple[IntLike, ...]
     axis: int  # the block axis it varies along
     rank: int  # the kernel's block rank
     pid_axis: int | None  # grid axis; None for the reduction group
     masked: bool
 
     @property
-    def numel(self) -> int:
-        return prod(self.sizes)
+    def numel(self) -> IntLike:
+        return numel(self.sizes)
 
     @property
     def shape(self) -> tuple:
@@ -66,13 +74,20 @@ class Layout:
         return tuple(next(sym(g.block) for g in self.groups if g.axis == i) for i in range(rank))
 
 
-def static_sizes(node: Operation) -> tuple[list[int], list[int]]:
+#: body symbols that are not sizes: p vars (iteration dims) and i vars (indirect loads)
+_LOOP_VAR = re.compile(r"[pi]\d+$")
+
+
+def numel(sizes) -> IntLike:
+    return as_int_like(prod(sizes, start=sympy.Integer(1)))
+
+
+def size_symbols(node: Operation) -> list[sympy.Symbol]:
+    """The size symbols a node's sizes and body expressions use, by name: kernel arguments."""
     xs, rs = node.attrs["sizes"]
-    if not all(isinstance(s, int) for s in [*xs, *rs]):
-        raise MindError(
-            f"to-triton needs static sizes; '{node.symbol}' iterates over {xs}, {rs}", node.loc
-        )
-    return list(xs), list(rs)
+    exprs = [*xs, *rs] + [a for op in node.body.ops for a in op.args if isinstance(a, sympy.Expr)]
+    found = set().union(*(sympy.sympify(e).free_symbols for e in exprs))
+    return sorted((s for s in found if not _LOOP_VAR.match(s.name)), key=str)
 
 
 def _accesses(node: Operation) -> list[sympy.Expr]:
@@ -109,28 +124,31 @@ def _is_inner(node: Operation, nx: int, nr: int) -> bool:
     return not any(_unit_stride(e, nx - 1) for e in loads) if nx else True
 
 
-def _index_dtype(node: Operation, numel: int) -> torch.dtype:
-    extents = [numel]
+def _index_dtype(node: Operation, count: IntLike) -> torch.dtype:
+    extents = [count]
     for value in [*node.operands, *node.results]:
         if isinstance(value.type, TensorType) and value.type.strides is not None:
             extents.append(
                 1 + sum((s - 1) * st for s, st in zip(value.type.shape, value.type.strides))
             )
-    return torch.int64 if max(int(e) for e in extents) >= 2**31 else torch.int32
+    extents = [as_int_like(e) for e in extents]
+    if not all(isinstance(e, int) for e in extents):
+        return torch.int64
+    return torch.int64 if max(extents) >= 2**31 else torch.int32
 
 
 def plan(node: Operation, persistent_max: int, max_r_block: int) -> Layout:
-    xs, rs = static_sizes(node)
+    xs, rs = (list(s) for s in node.attrs["sizes"])
     nx, nr = len(xs), len(rs)
-    idt = _index_dtype(node, prod(xs) * prod(rs))
+    idt = _index_dtype(node, numel([*xs, *rs]))
     x_dims = tuple(range(nx))
     if not rs:
         split = _tile_split(node, nx)
         if split is not None:
             ydims, xdims = x_dims[:split], x_dims[split:]
-            ynumel = prod(xs[:split])
-            config = pointwise_config(prod(xs[split:]), ynumel)
-            if -(-ynumel // config.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
+            ynumel = size_hint(numel(xs[:split]))
+            config = pointwise_config(size_hint(numel(xs[split:])), ynumel)
+            if cdiv(ynumel, config.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
                 return Layout(
                     config,
                     (
@@ -139,13 +157,14 @@ def plan(node: Operation, persistent_max: int, max_r_block: int) -> Layout:
                     ),
                     idt,
                 )
-        config = pointwise_config(prod(xs))
+        config = pointwise_config(size_hint(numel(xs)))
         return Layout(config, (Group("x", "XBLOCK", x_dims, tuple(xs), 0, 1, 0, True),), idt)
-    rnumel = prod(rs)
+    rnumel = numel(rs)
     config = reduction_config(
-        prod(xs), rnumel, _is_inner(node, nx, nr), persistent_max, max_r_block
-    )
-    rmasked = rnumel == 0 or rnumel % config.blocks["R0_BLOCK"] != 0
+        size_hint(numel(xs)), size_hint(rnumel), _is_inner(node, nx, nr), persistent_max,
+        max_r_block,
+    )  # fmt: skip
+    rmasked = not isinstance(rnumel, int) or rnumel == 0 or rnumel % config.blocks["R0_BLOCK"] != 0
     return Layout(
         config,
         (

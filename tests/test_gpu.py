@@ -91,3 +91,17 @@ def test_mlp_training_step():
     step, model, reference, x, y = mlp_training_step("cuda", batch=32, width=64)
     loss = compile_strictly(step, model, x, y)
     assert_same_step(loss, step, model, reference, x, y, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["seed_large", "softmax_looped", "column_sum"])
+def test_dynamic_sizes(name):
+    """Symbolic sizes: one compiled graph serves two shapes (looped reductions loop to a runtime
+    bound)."""
+    fn, shapes = LARGER[name]
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="mind", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MindFallbackWarning)
+        for grow in (0, 7):
+            inputs = [torch.randn(tuple(d + grow for d in s), device="cuda") for s in shapes]
+            torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-3, atol=1e-3)
