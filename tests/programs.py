@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 
@@ -106,3 +109,20 @@ def assert_same_step(compiled_loss, step, model, reference, x, y, **tol) -> None
     torch.testing.assert_close(compiled_loss, step(reference, x, y), **tol)
     for (name, got), want in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(got.grad, want.grad, msg=name, **tol)
+
+
+@contextmanager
+def no_fallback():
+    """Inside, a graph mind falls back on is an error, not a warning."""
+    from mind.backend import MindFallbackWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MindFallbackWarning)
+        yield
+
+
+def compile_strictly(fn, *args):
+    """Run `fn` compiled by mind, from a fresh Dynamo, with no fallback allowed."""
+    torch._dynamo.reset()
+    with no_fallback():
+        return torch.compile(fn, backend="mind")(*args)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from mind.runtime import loader
 from test_runtime import BROKEN_SOURCE, SEED_SOURCE, seed
 from torch._dynamo.backends.registry import lookup_backend
 
@@ -19,14 +18,7 @@ from mind import MindFallbackWarning, backend
 STAGES = ("fx", "aten", "loops", "scheduled", "triton", "py")
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIND_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MIND_DUMP_DIR", raising=False)
-    monkeypatch.setattr(loader, "_MODULES", {})
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
 
 def run(fn, *inputs, **options):

@@ -3,28 +3,19 @@ every size (no fallback), its numbers match eager, and the triton IR round-trips
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 from mind.dialects.triton_emit import emit
 from mind.passes import run_pipeline
-from mind.runtime import loader
+from programs import no_fallback
 from torch._dynamo.utils import counters
 
 import mind
-from mind import MindFallbackWarning
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIND_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MIND_DUMP_DIR", raising=False)
-    monkeypatch.setattr(loader, "_MODULES", {})
-    torch._dynamo.reset()
+def isolated(isolated_runtime):
     counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def seed(a, b, c):
@@ -77,8 +68,7 @@ CASES = [
 @pytest.mark.parametrize("fn, arity, shapes", CASES, ids=lambda c: getattr(c, "__name__", ""))
 def test_dynamic_matches_eager_without_fallback(fn, arity, shapes):
     compiled = torch.compile(fn, backend="mind", dynamic=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", MindFallbackWarning)
+    with no_fallback():
         for shape in shapes:
             inputs = [torch.randn(shape) for _ in range(arity)]
             torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-4, atol=1e-4)
@@ -87,8 +77,7 @@ def test_dynamic_matches_eager_without_fallback(fn, arity, shapes):
 
 def test_static_reduction_over_symbolic_rows_is_persistent():
     compiled = torch.compile(row_sum_static, backend="mind", dynamic=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", MindFallbackWarning)
+    with no_fallback():
         for rows in (5, 9):
             x = torch.randn(rows, 64)
             torch.testing.assert_close(compiled(x), row_sum_static(x))

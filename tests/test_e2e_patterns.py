@@ -4,16 +4,14 @@ one kernel; a small MLP's training step gives eager's loss and gradients."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
 import torch
-from programs import assert_same_step, mlp_training_step
+from programs import assert_same_step, compile_strictly, mlp_training_step
 
 import mind
 from benchmarks.cases import CASES, TOLERANCE, make_inputs
-from mind.backend import MindFallbackWarning
 
 ONE_KERNEL = {
     "gelu_tanh_2^26",
@@ -28,14 +26,6 @@ ONE_KERNEL = {
     "seed_16384x4096",
     "column_sum_8192x8192",
 }
-
-
-def compile_strictly(fn, *args):
-    """Run `fn` compiled by mind; a fallback to eager is an error here."""
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", MindFallbackWarning)
-        return torch.compile(fn, backend="mind")(*args)
 
 
 def kernels(dump: Path) -> list[str]:

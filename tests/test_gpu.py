@@ -3,14 +3,11 @@ shapes that take the looped-reduction and 2-D tiled paths. Skipped without CUDA.
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
-from programs import PROGRAMS, assert_same_step, mlp_training_step
+from programs import PROGRAMS, assert_same_step, compile_strictly, mlp_training_step, no_fallback
 
 from benchmarks import cases
-from mind.backend import MindFallbackWarning
 
 pytestmark = [
     pytest.mark.gpu,
@@ -22,13 +19,6 @@ pytestmark = [
 def compiled_for_the_gpu(monkeypatch):
     """Kernels here must be compiled for CUDA, not run by Triton's interpreter."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-
-
-def compile_strictly(fn, *args):
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", MindFallbackWarning)
-        return torch.compile(fn, backend="mind")(*args)
 
 
 def _flat(out):
@@ -100,8 +90,7 @@ def test_dynamic_sizes(name):
     fn, shapes = LARGER[name]
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="mind", dynamic=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", MindFallbackWarning)
+    with no_fallback():
         for grow in (0, 7):
             inputs = [torch.randn(tuple(d + grow for d in s), device="cuda") for s in shapes]
             torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-3, atol=1e-3)

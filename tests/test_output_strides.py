@@ -5,8 +5,6 @@ asserts the strides of what the forward saved)."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 from mind.dialects.loops_eval import evaluate
@@ -14,9 +12,9 @@ from mind.ir.core import Operation
 from mind.ir.diagnostics import MindError
 from mind.ir.printer import print_module
 from mind.passes import run_pipeline
+from programs import compile_strictly
 
 import mind
-from mind.backend import MindFallbackWarning
 
 
 def transposed(x):
@@ -87,10 +85,7 @@ def test_realize_gives_outputs_fixed_layouts():
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_compiled_outputs_have_eager_strides(name):
     fn, x = FUNCTIONS[name], torch.randn(8, 32)
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", MindFallbackWarning)
-        got = torch.compile(fn, backend="mind")(x)
+    got = compile_strictly(fn, x)
     want = fn(x)
     for g, w in zip(*(o if isinstance(o, tuple) else (o,) for o in (got, want))):
         assert (g.shape, g.stride()) == (w.shape, w.stride())

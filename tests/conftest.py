@@ -1,0 +1,18 @@
+"""Fixtures shared by the tests that compile through the backend."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mind.runtime import loader
+
+
+@pytest.fixture
+def isolated_runtime(tmp_path, monkeypatch):
+    """A private kernel cache, no dump directory, and a fresh Dynamo: nothing leaks between tests."""
+    monkeypatch.setenv("MIND_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MIND_DUMP_DIR", raising=False)
+    monkeypatch.setattr(loader, "_MODULES", {})
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
