@@ -43,7 +43,7 @@ ELEMENTWISE: dict[str, str] = {
     "sub": "{0} - {1}",
     "mul": "{0} * {1}",
     "truediv": "{0} / {1}",
-    "mod": "{0} % {1}",
+    "mod": "triton_helpers.remainder({0}, {1})",  # loops' mod is Python's (sympy Mod), not C's
     "fmod": "{0} % {1}",
     "bitwise_and": "{0} & {1}",
     "bitwise_or": "{0} | {1}",

@@ -318,3 +318,27 @@ def test_online_softmax_needs_the_same_value():
     assert printed.count("triton.for") == 3
     x = torch.randn(6, 100)
     torch.testing.assert_close(mod.call([x])[0], x.softmax(-1))
+
+
+MOD = graph(
+    "%arg0_1: i64[6][1]cpu, %arg1_1: i64[6][1]cpu",
+    node(
+        "([6], [])",
+        '["mod"]',
+        "i64[6][1]cpu",
+        '[("buf0", c0, {c0: 6})]',
+        """    %0 = scheduled.load(%arg0_1, p0) : i64
+    %1 = scheduled.load(%arg1_1, p0) : i64
+    %2 = scheduled.mod(%0, %1) : i64
+    scheduled.store("buf0", p0, %2)""",
+    ),
+)
+
+
+def test_mod_takes_the_divisors_sign():
+    """`mod` is Python's (sympy's Mod, torch.remainder), not C's truncating `%`. The interpreter's
+    numpy `%` already floors, so the emitted text is checked too: compiled Triton's `%` truncates."""
+    assert "triton_helpers.remainder(tmp" in emit(run_pipeline(parse(MOD), "to-triton"))
+    _, mod = compile_graph(MOD)
+    a, b = torch.tensor([7, -7, 7, -7, 0, 5]), torch.tensor([3, 3, -3, -3, 2, -5])
+    assert mod.call([a, b])[0].tolist() == torch.remainder(a, b).tolist()
