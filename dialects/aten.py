@@ -25,6 +25,7 @@ from mind.ir.registry import Dialect, OpDef, VerifyError, lookup_op, register_di
 from mind.ir.types import TensorType, contiguous_strides
 
 from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
+from .torch_types import from_torch, to_torch, to_torch_device
 
 
 @cache
@@ -79,7 +80,7 @@ def _meta_tensor(value: Value) -> torch.Tensor | None:
     ):
         return None
     return torch.empty_strided(
-        t.shape, t.strides or contiguous_strides(t.shape), dtype=t.dtype, device="meta"
+        t.shape, t.strides or contiguous_strides(t.shape), dtype=to_torch(t.dtype), device="meta"
     )
 
 
@@ -96,8 +97,9 @@ def _check_result_types(op: Operation) -> None:
     for result, computed in zip(op.results, outs):
         declared = result.type
         if isinstance(computed, torch.Tensor) and isinstance(declared, TensorType):
-            if computed.dtype != declared.dtype or tuple(computed.shape) != tuple(declared.shape):
-                got = TensorType(computed.dtype, tuple(computed.shape))
+            dtype = from_torch(computed.dtype)
+            if dtype != declared.dtype or tuple(computed.shape) != tuple(declared.shape):
+                got = TensorType(dtype, tuple(computed.shape))
                 raise VerifyError(
                     f"type mismatch: '{op.name}' computes {got} but '%{result.name}' is declared "
                     f"{TensorType(declared.dtype, declared.shape)}",
@@ -225,5 +227,5 @@ def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nod
 
 def _constant(op: Operation) -> torch.Tensor:
     t: TensorType = op.result.type
-    data = torch.tensor(op.attrs["data"], dtype=t.dtype).reshape(t.shape)
-    return data.to(t.device) if t.device is not None else data
+    data = torch.tensor(op.attrs["data"], dtype=to_torch(t.dtype)).reshape(t.shape)
+    return data.to(to_torch_device(t.device)) if t.device is not None else data

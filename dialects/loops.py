@@ -9,10 +9,10 @@ views use one index expression per dim.
 from __future__ import annotations
 
 import sympy
-import torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value
 from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
-from mind.ir.types import ScalarType, TensorType, dtype_name
+from mind.ir.types import ScalarType, TensorType
 
 from .scalar_ops import REDUCTION_TYPES, register_scalar_ops
 
@@ -53,11 +53,11 @@ def _verify_body(op: Operation) -> None:
             f"unknown reduction_type '{kind}' (expected one of {', '.join(REDUCTION_TYPES)})",
             op.loc,
         )
-    expected = torch.int64 if kind in ("argmax", "argmin") else t.dtype
-    got = torch.bool if kind in ("any", "all") else yielded.type.dtype
+    expected = dt.i64 if kind in ("argmax", "argmin") else t.dtype
+    got = dt.b8 if kind in ("any", "all") else yielded.type.dtype
     if kind not in ("any", "all") and got != expected and kind not in ("argmax", "argmin"):
         raise VerifyError(
-            f"type mismatch: '{op.name}' yields {dtype_name(got)} for a {dtype_name(expected)} result",
+            f"type mismatch: '{op.name}' yields {got.name} for a {expected.name} result",
             term.loc,
         )
 
@@ -89,7 +89,7 @@ def _verify_load(op: Operation) -> None:
         )
     if not isinstance(op.result.type, ScalarType) or op.result.type.dtype != src.type.dtype:
         raise VerifyError(
-            f"type mismatch: '{op.name}' of {dtype_name(src.type.dtype)} declared {op.result.type}",
+            f"type mismatch: '{op.name}' of {src.type.dtype.name} declared {op.result.type}",
             op.loc,
         )
 
@@ -107,7 +107,7 @@ def verify_reinterpret(op: Operation) -> None:
         raise VerifyError(f"'{op.name}' needs a result type with strides, not {t}", op.loc)
     if t.dtype != src.type.dtype:
         raise VerifyError(
-            f"type mismatch: '{op.name}' of {dtype_name(src.type.dtype)} declared {t}", op.loc
+            f"type mismatch: '{op.name}' of {src.type.dtype.name} declared {t}", op.loc
         )
     if not isinstance(op.attrs.get("offset"), int | sympy.Expr):
         raise VerifyError(f"'{op.name}' needs an index expression `offset`", op.loc)

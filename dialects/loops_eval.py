@@ -17,10 +17,13 @@ import torch
 from mind.dialects.aten import overload
 from mind.dialects.pyobjects import from_attr
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.dialects.torch_types import from_torch, to_torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value, map_values
 from mind.ir.diagnostics import MindError
+from mind.ir.dtypes import DType
 from mind.ir.symbols import sym
-from mind.ir.types import TensorType, dtype_name
+from mind.ir.types import TensorType
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 Env = dict[Value, Any]
@@ -186,11 +189,11 @@ class Body:
         fn = SCALAR_FUNCTIONS.get(op.name.split(".", 1)[1])
         if fn is None:
             raise MindError(f"the evaluator does not know '{op.name}'", op.loc)
-        return fn(*(self.arg(a) for a in op.args)).to(op.result.type.dtype)
+        return fn(*(self.arg(a) for a in op.args)).to(to_torch(op.result.type.dtype))
 
     def load(self, op: Operation) -> torch.Tensor:
         src, index = op.args
-        dtype = op.result.type.dtype
+        dtype = to_torch(op.result.type.dtype)
         bindings = dict(self.grid)
         for i, v in enumerate(op.attrs.get("indirect") or []):
             bindings[sym(f"i{i}")] = self.arg(v)
@@ -209,13 +212,15 @@ class Body:
         return value.to(dtype)
 
     def constant(self, op: Operation) -> torch.Tensor:
-        return torch.tensor(op.args[0], dtype=op.result.type.dtype)
+        return torch.tensor(op.args[0], dtype=to_torch(op.result.type.dtype))
 
     def index(self, op: Operation) -> torch.Tensor:
-        return torch.as_tensor(index_value(op.args[0], self.grid)).to(op.result.type.dtype)
+        return torch.as_tensor(index_value(op.args[0], self.grid)).to(
+            to_torch(op.result.type.dtype)
+        )
 
     def cast(self, op: Operation) -> torch.Tensor:
-        return self.arg(op.args[0]).to(op.result.type.dtype)
+        return self.arg(op.args[0]).to(to_torch(op.result.type.dtype))
 
 
 _BODY_OPS: dict[str, Callable[[Body, Operation], torch.Tensor]] = {
@@ -245,7 +250,7 @@ def _laid_out(value: Value, data: Any) -> Any:
     strides = tuple(int(s) for s in t.strides)
     if data.stride() == strides:  # laid out already (a reinterpret may overlap itself)
         return data
-    out = torch.empty_strided(data.shape, strides, dtype=t.dtype, device=data.device)
+    out = torch.empty_strided(data.shape, strides, dtype=to_torch(t.dtype), device=data.device)
     return out.copy_(data)
 
 
@@ -253,22 +258,22 @@ def _pointwise(op: Operation, env: Env) -> list[torch.Tensor]:
     t = op.result.type
     sizes = _sizes(t, op)
     value = Body(env, _grid(sizes)).run(op)
-    return [torch.broadcast_to(value, sizes).to(t.dtype).contiguous()]
+    return [torch.broadcast_to(value, sizes).to(to_torch(t.dtype)).contiguous()]
 
 
-def _sum(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def _sum(x: torch.Tensor, dtype: DType) -> torch.Tensor:
     """Low-precision floats accumulate in f32, as eager kernels do."""
-    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else None
+    acc = torch.float32 if dtype in (dt.f16, dt.bf16) else None
     return x.sum(-1, dtype=acc)
 
 
-def _prod(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else None
+def _prod(x: torch.Tensor, dtype: DType) -> torch.Tensor:
+    acc = torch.float32 if dtype in (dt.f16, dt.bf16) else None
     return x.prod(-1, dtype=acc)
 
 
 #: reduction_type -> reduce the last (flattened reduction) dim
-REDUCTIONS: dict[str, Callable[[torch.Tensor, torch.dtype], torch.Tensor]] = {
+REDUCTIONS: dict[str, Callable[[torch.Tensor, DType], torch.Tensor]] = {
     "sum": _sum,
     "prod": _prod,
     "max": lambda x, dt: x.amax(-1),
@@ -289,7 +294,7 @@ def _reduction(op: Operation, env: Env) -> list[torch.Tensor]:
         raise MindError(f"unknown reduction_type '{kind}'", op.loc)
     value = Body(env, _grid(sizes + ranges)).run(op)
     value = torch.broadcast_to(value, sizes + ranges).reshape(*sizes, math.prod(ranges))
-    return [REDUCTIONS[kind](value, t.dtype).to(t.dtype)]
+    return [REDUCTIONS[kind](value, t.dtype).to(to_torch(t.dtype))]
 
 
 def _view(op: Operation, env: Env) -> list[torch.Tensor]:
@@ -322,7 +327,7 @@ def _reinterpret(op: Operation, env: Env) -> list[torch.Tensor]:
 
 def _constant_tensor(op: Operation, env: Env) -> list[torch.Tensor]:
     t = op.result.type
-    return [torch.tensor(op.attrs["data"], dtype=t.dtype).reshape(_sizes(t, op))]
+    return [torch.tensor(op.attrs["data"], dtype=to_torch(t.dtype)).reshape(_sizes(t, op))]
 
 
 #: node op -> its result tensors (before realized results are laid out)
@@ -347,8 +352,12 @@ def _bind_inputs(graph_op: Operation, inputs: list[torch.Tensor]) -> Env:
     for arg, x in zip(args, inputs):
         t = arg.type
         if isinstance(t, TensorType):
-            if not isinstance(x, torch.Tensor) or x.dtype != t.dtype or x.dim() != t.rank:
-                got = f"{dtype_name(x.dtype)}{list(x.shape)}" if isinstance(x, torch.Tensor) else x
+            if (
+                not isinstance(x, torch.Tensor)
+                or from_torch(x.dtype) != t.dtype
+                or x.dim() != t.rank
+            ):
+                got = f"{from_torch(x.dtype)}{list(x.shape)}" if isinstance(x, torch.Tensor) else x
                 raise MindError(f"input %{arg.name} must be {t}, got {got}", graph_op.loc)
             if t.strides is None:
                 x = x.contiguous()

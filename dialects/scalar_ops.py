@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value
 from mind.ir.registry import Dialect, VerifyError
-from mind.ir.types import ScalarType, dtype_name
+from mind.ir.types import ScalarType
 
 
 @dataclass(frozen=True)
@@ -56,22 +56,22 @@ def verify_scalar_op(op: Operation) -> None:
     spec = SCALAR_OPS[op.name.split(".", 1)[1]]
     dtypes = _dtypes(op)
     if spec.name == "where":
-        if dtypes[0] != torch.bool:
+        if dtypes[0] != dt.b8:
             raise VerifyError(
-                f"type mismatch: '{op.name}' condition must be b8, got {dtype_name(dtypes[0])}",
+                f"type mismatch: '{op.name}' condition must be b8, got {dtypes[0].name}",
                 op.loc,
             )
         dtypes = dtypes[1:]
     if len(set(dtypes)) > 1:
-        names = ", ".join(dtype_name(d) for d in dtypes)
+        names = ", ".join(d.name for d in dtypes)
         raise VerifyError(
             f"type mismatch: '{op.name}' operands have different dtypes ({names})", op.loc
         )
-    expected = torch.bool if spec.result == "bool" else dtypes[0]
+    expected = dt.b8 if spec.result == "bool" else dtypes[0]
     result = op.result.type
     if not isinstance(result, ScalarType) or result.dtype != expected:
         raise VerifyError(
-            f"type mismatch: '{op.name}' gives {dtype_name(expected)}, declared {result}", op.loc
+            f"type mismatch: '{op.name}' gives {expected.name}, declared {result}", op.loc
         )
 
 

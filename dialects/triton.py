@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 
 import sympy
-import torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Value
+from mind.ir.dtypes import DTYPES, DType
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 from mind.ir.symbols import IntLike, sym
-from mind.ir.types import DTYPES, OpaqueType, ScalarType, TensorType, Type, dtype_name
+from mind.ir.types import OpaqueType, ScalarType, TensorType, Type
 
 from .loops import verify_reinterpret
 from .scalar_ops import SCALAR_OPS
@@ -29,28 +30,27 @@ KERNEL_KINDS = ("pointwise", "persistent_reduction", "reduction")
 _PTR = re.compile(r"ptr<([a-z0-9]+)>$")
 
 
-def neutral(kind: str, dtype: torch.dtype):
+def neutral(kind: str, dtype: DType):
     """The value a masked lane contributes: it leaves the reduction unchanged."""
-    if dtype == torch.bool:
+    if dtype == dt.b8:
         return kind in ("all", "prod", "argmin", "min")
-    low = float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
-    high = float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
+    low, high = dt.lowest(dtype), dt.highest(dtype)
     table = {"sum": 0, "prod": 1, "max": low, "argmax": low, "min": high, "argmin": high}
     value = table.get(kind, 0)
     return float(value) if dtype.is_floating_point else int(value)
 
 
-def ptr_type(dtype: torch.dtype) -> OpaqueType:
-    return OpaqueType(f"ptr<{dtype_name(dtype)}>")
+def ptr_type(dtype: DType) -> OpaqueType:
+    return OpaqueType(f"ptr<{dtype.name}>")
 
 
-def ptr_dtype(type_: Type) -> torch.dtype | None:
+def ptr_dtype(type_: Type) -> DType | None:
     """The element dtype of a `!ptr<dt>` type, None for any other type."""
     match = _PTR.match(type_.name) if isinstance(type_, OpaqueType) else None
     return DTYPES.get(match.group(1)) if match else None
 
 
-def block_type(dtype: torch.dtype, shape: tuple[IntLike, ...]) -> TensorType:
+def block_type(dtype: DType, shape: tuple[IntLike, ...]) -> TensorType:
     return TensorType(dtype, tuple(shape))
 
 
@@ -78,7 +78,7 @@ def shape_of(value: Value) -> tuple:
     return value.type.shape if isinstance(value.type, TensorType) else ()
 
 
-def dtype_of(value: Value) -> torch.dtype:
+def dtype_of(value: Value) -> DType:
     t = value.type
     if isinstance(t, TensorType | ScalarType):
         return t.dtype
@@ -108,19 +108,19 @@ def _verify_elementwise(op: Operation) -> None:
         raise VerifyError(f"'{op.name}' takes SSA values only", op.loc)
     dtypes = [dtype_of(v) for v in values]
     if spec.name == "where":
-        if dtypes[0] != torch.bool:
+        if dtypes[0] != dt.b8:
             raise VerifyError(f"'{op.name}' condition must be b8", op.loc)
         dtypes = dtypes[1:]
     if len(set(dtypes)) > 1:
-        names = ", ".join(dtype_name(d) for d in dtypes)
+        names = ", ".join(d.name for d in dtypes)
         raise VerifyError(
             f"type mismatch: '{op.name}' operands have different dtypes ({names})", op.loc
         )
     result = _result_block(op)
-    expected = torch.bool if spec.result == "bool" else dtypes[0]
+    expected = dt.b8 if spec.result == "bool" else dtypes[0]
     if result.dtype != expected:
         raise VerifyError(
-            f"type mismatch: '{op.name}' gives {dtype_name(expected)}, declared {result}", op.loc
+            f"type mismatch: '{op.name}' gives {expected.name}, declared {result}", op.loc
         )
     _check_shape(op, values, result)
 
@@ -132,7 +132,7 @@ def _verify_index(op: Operation) -> None:
     if not all(isinstance(v, Value) for v in names.values()):
         raise VerifyError("'triton.index' binds names to values only", op.loc)
     result = _result_block(op)
-    if result.dtype not in (torch.int32, torch.int64):
+    if result.dtype not in (dt.i32, dt.i64):
         raise VerifyError("'triton.index' produces i32 or i64", op.loc)
     _check_shape(op, list(names.values()), result)
 
@@ -145,7 +145,7 @@ def _verify_load(op: Operation) -> None:
     result = _result_block(op)
     if result.dtype != dtype:
         raise VerifyError(
-            f"type mismatch: load of {dtype_name(dtype)} declared {dtype_name(result.dtype)}",
+            f"type mismatch: load of {dtype.name} declared {result.dtype.name}",
             op.loc,
         )
     operands = [v for v in (offset, op.attrs.get("mask")) if isinstance(v, Value)]
@@ -159,7 +159,7 @@ def _verify_store(op: Operation) -> None:
         raise VerifyError("'triton.store' writes through a !ptr<dt> kernel argument", op.loc)
     if isinstance(value, Value) and dtype_of(value) != dtype:
         raise VerifyError(
-            f"type mismatch: store of {dtype_name(dtype_of(value))} to a {dtype_name(dtype)} pointer",
+            f"type mismatch: store of {dtype_of(value).name} to a {dtype.name} pointer",
             op.loc,
         )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import keyword
 
 import sympy
-import torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value
 from mind.ir.diagnostics import MindError
 from mind.ir.types import SymType, TensorType, contiguous_strides
@@ -94,7 +94,7 @@ def _kernel_op(op: Operation, n: Names) -> str:
     if kind in ELEMENTWISE:
         return ELEMENTWISE[kind].format(*a)
     if kind == "program_id":
-        cast = ".to(tl.int64)" if result.dtype != torch.int32 else ""
+        cast = ".to(tl.int64)" if result.dtype != dt.i32 else ""
         return f"tl.program_id({a[0]}){cast}"
     if kind == "arange":
         return f"tl.arange({a[0]}, {a[1]})"
@@ -105,9 +105,7 @@ def _kernel_op(op: Operation, n: Names) -> str:
     if kind == "index":
         names = op.args[1]
         text = py_expr(op.args[0], lambda s: n(names[s]) if s in names else s)
-        widen = result.dtype != torch.int32 and all(
-            dtype_of(v) == torch.int32 for v in names.values()
-        )
+        widen = result.dtype != dt.i32 and all(dtype_of(v) == dt.i32 for v in names.values())
         return f"({text}).to(tl.int64)" if widen and names else text
     if kind == "load":
         mask = op.attrs.get("mask")
@@ -194,7 +192,7 @@ def _device_line(op: Operation, n: Names) -> str:
 
 
 def _alloc(t: TensorType) -> str:
-    return f"torch.empty_strided({py_literal(t.shape, str)}, {py_literal(t.strides, str)}, device=device, dtype={t.dtype})"
+    return f"torch.empty_strided({py_literal(t.shape, str)}, {py_literal(t.strides, str)}, device=device, dtype=torch.{t.dtype.torch_name})"
 
 
 def _wrapper_line(op: Operation, n: Names, module: Module) -> str:
@@ -234,7 +232,7 @@ def _wrapper_line(op: Operation, n: Names, module: Module) -> str:
     if kind == "constant_tensor":
         t = op.result.type
         strides = t.strides or contiguous_strides(t.shape)
-        data = f"torch.tensor({lit(op.attrs['data'])}, dtype={t.dtype}).reshape({lit(t.shape)})"
+        data = f"torch.tensor({lit(op.attrs['data'])}, dtype=torch.{t.dtype.torch_name}).reshape({lit(t.shape)})"
         alloc = _alloc(TensorType(t.dtype, t.shape, strides, t.device))
         return f"{n(op.result)} = {alloc}.copy_({data})"
     if kind == "output":

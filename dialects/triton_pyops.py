@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 import sympy
-import torch
+from mind.ir import dtypes as dt
 from mind.ir.attributes import PyRef
 from mind.ir.core import Value
 from mind.ir.diagnostics import MindError
+from mind.ir.dtypes import Device, DType
 
 _HELPER_UNARY = (
     "expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
@@ -72,23 +73,23 @@ REDUCE: dict[str, str] = {
     "all": "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0",
 }
 
-TL_DTYPES: dict[torch.dtype, str] = {
-    torch.bool: "tl.int1",
-    torch.int8: "tl.int8",
-    torch.int16: "tl.int16",
-    torch.int32: "tl.int32",
-    torch.int64: "tl.int64",
-    torch.uint8: "tl.uint8",
-    torch.float16: "tl.float16",
-    torch.bfloat16: "tl.bfloat16",
-    torch.float32: "tl.float32",
-    torch.float64: "tl.float64",
-    torch.float8_e4m3fn: "tl.float8e4nv",
-    torch.float8_e5m2: "tl.float8e5",
+TL_DTYPES: dict[DType, str] = {
+    dt.b8: "tl.int1",
+    dt.i8: "tl.int8",
+    dt.i16: "tl.int16",
+    dt.i32: "tl.int32",
+    dt.i64: "tl.int64",
+    dt.u8: "tl.uint8",
+    dt.f16: "tl.float16",
+    dt.bf16: "tl.bfloat16",
+    dt.f32: "tl.float32",
+    dt.f64: "tl.float64",
+    dt.f8e4m3fn: "tl.float8e4nv",
+    dt.f8e5m2: "tl.float8e5",
 }
 
 
-def tl_dtype(dtype: torch.dtype) -> str:
+def tl_dtype(dtype: DType) -> str:
     if dtype not in TL_DTYPES:
         raise MindError(f"Triton has no dtype for {dtype}")
     return TL_DTYPES[dtype]
@@ -170,9 +171,9 @@ def py_literal(value: Any, name: Callable[[Value], str], device: str = "device")
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {lit(x)}" for k, x in value.items()) + "}"
-    if isinstance(value, torch.dtype):
-        return str(value)
-    if isinstance(value, torch.device):
+    if isinstance(value, DType):
+        return f"torch.{value.torch_name}"
+    if isinstance(value, Device):
         return device
     if isinstance(value, PyRef) and value.path.startswith("torch.") and is_dotted(value.path):
         return value.path

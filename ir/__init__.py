@@ -3,18 +3,17 @@
 from .attributes import PyCall, PyRef, format_attr
 from .core import Block, Module, Operation, Region, Value, iter_values, map_values
 from .diagnostics import Diagnostic, Location, MindError
+from .dtypes import DTYPES, Device, DType
 from .printer import Printer, print_module, print_op
 from .registry import DIALECTS, Dialect, OpDef, VerifyError, lookup_op, register_dialect
 from .symbols import as_int_like, sym
 from .types import (
-    DTYPES,
     OpaqueType,
     ScalarType,
     SymType,
     TensorType,
     Type,
     contiguous_strides,
-    dtype_name,
 )
 from .verifier import verify
 
@@ -22,6 +21,8 @@ __all__ = [
     "DIALECTS",
     "DTYPES",
     "Block",
+    "DType",
+    "Device",
     "Diagnostic",
     "Dialect",
     "Location",
@@ -42,7 +43,6 @@ __all__ = [
     "VerifyError",
     "as_int_like",
     "contiguous_strides",
-    "dtype_name",
     "format_attr",
     "iter_values",
     "lookup_op",

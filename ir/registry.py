@@ -3,6 +3,7 @@ module registers its own operations on import."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -53,6 +54,9 @@ class Dialect:
 
 
 DIALECTS: dict[str, Dialect] = {}
+#: dialect name -> the module that registers it, imported the first time the dialect is needed
+#: (reading loops IR must not load torch, which the fx and aten dialects import)
+DIALECT_MODULES: dict[str, str] = {}
 
 
 def register_dialect(dialect: Dialect) -> Dialect:
@@ -60,8 +64,24 @@ def register_dialect(dialect: Dialect) -> Dialect:
     return dialect
 
 
+def dialect_module(name: str, module: str) -> None:
+    """Say which module defines dialect `name`; it is imported on the dialect's first lookup."""
+    DIALECT_MODULES[name] = module
+
+
+def lookup_dialect(name: str) -> Dialect | None:
+    if name not in DIALECTS and name in DIALECT_MODULES:
+        importlib.import_module(DIALECT_MODULES[name])
+    return DIALECTS.get(name)
+
+
+def all_dialects() -> list[Dialect]:
+    """Every known dialect, each loaded."""
+    return [d for d in map(lookup_dialect, DIALECT_MODULES) if d is not None]
+
+
 def lookup_op(name: str) -> OpDef | None:
-    dialect = DIALECTS.get(name.split(".", 1)[0])
+    dialect = lookup_dialect(name.split(".", 1)[0])
     return dialect.lookup(name) if dialect else None
 
 

@@ -6,14 +6,14 @@ import json
 from typing import Any
 
 import sympy
-import torch
 from lark import Token, Tree
 from mind.ir.attributes import PyCall, PyRef
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Location, MindError
+from mind.ir.dtypes import DTYPES, Device, DType
 from mind.ir.registry import lookup_op
 from mind.ir.symbols import as_int_like, sym
-from mind.ir.types import DTYPES, OpaqueType, ScalarType, SymType, TensorType, Type
+from mind.ir.types import OpaqueType, ScalarType, SymType, TensorType, Type
 
 #: functions an index expression may call
 EXPR_FUNCTIONS = {
@@ -179,7 +179,7 @@ class Builder:
         return _EXPR_RULES[kind](*(self.expr(k) for k in kids))
 
     # -- types ---------------------------------------------------------------------------
-    def dtype(self, token: Token) -> torch.dtype:
+    def dtype(self, token: Token) -> DType:
         if str(token) not in DTYPES:
             raise self.error(f"unknown dtype '{token}'", token)
         return DTYPES[str(token)]
@@ -204,7 +204,7 @@ class Builder:
                 if len(strides) != len(shape):
                     raise self.error(f"{len(shape)} sizes but {len(strides)} strides", extra)
             elif extra is not None:
-                device = torch.device(str(extra))
+                device = Device.parse(str(extra))
         return TensorType(self.dtype(kids[0]), shape, strides, device)
 
     def dims(self, tree: Tree) -> tuple:
@@ -245,7 +245,7 @@ _ATTR_RULES = {
     "pycall": lambda b, t: PyCall(
         str(t.children[0])[1:], tuple(b.attr(k) for k in t.children[1:] if k is not None)
     ),
-    "device": lambda b, t: torch.device(str(t.children[0])),
+    "device": lambda b, t: Device.parse(str(t.children[0])),
     "type_attr": lambda b, t: b.type(t.children[0]),
     "list": lambda b, t: [b.attr(k) for k in t.children if k is not None],
     "dict": lambda b, t: {

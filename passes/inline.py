@@ -15,11 +15,12 @@ import itertools
 from dataclasses import dataclass, field
 
 import sympy
-import torch
 from mind.dialects.loops import is_buffer, is_realized
+from mind.ir import dtypes as dt
 from mind.ir.attributes import format_attr
 from mind.ir.core import Block, Module, Operation, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
+from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, sym
 from mind.ir.types import ScalarType, TensorType
 
@@ -95,7 +96,7 @@ class _BodyBuilder:
             return op.result
         return None
 
-    def make(self, name: str, args: list, dtype: torch.dtype, attrs: dict | None = None, loc=None):
+    def make(self, name: str, args: list, dtype: DType, attrs: dict | None = None, loc=None):
         op = Operation(f"loops.{name}", args, attrs, [ScalarType(dtype)], ["v"], loc=loc)
         return self.append(op)
 
@@ -166,26 +167,26 @@ class _BodyBuilder:
         expr: IntLike = substitute(op.args[0], subs)
         if isinstance(expr, sympy.Symbol) and expr in self.indirect:
             value = self.indirect[expr]
-            if value.type.dtype == torch.int64:
+            if value.type.dtype == dt.i64:
                 return value
-            return self.make("cast", [value], torch.int64, loc=op.loc)
+            return self.make("cast", [value], dt.i64, loc=op.loc)
         if any(s in self.indirect for s in getattr(expr, "free_symbols", ())):
             raise MindError(
                 f"cannot inline 'loops.index({expr})' at an indirect index into "
                 f"'%{self.node.result.name}'",
                 op.loc,
             )
-        return self.make("index", [expr], torch.int64, loc=op.loc)
+        return self.make("index", [expr], dt.i64, loc=op.loc)
 
     def both(self, a: Value | None, b: Value | None) -> Value | None:
         if a is None or b is None:
             return a or b
-        return self.make("logical_and", [a, b], torch.bool)
+        return self.make("logical_and", [a, b], dt.b8)
 
 
-def _zero(dtype: torch.dtype) -> bool | float | int:
+def _zero(dtype: DType) -> bool | float | int:
     """The `other` of a load masked only by an enclosing masked load (the select discards it)."""
-    return False if dtype == torch.bool else 0.0 if dtype.is_floating_point else 0
+    return False if dtype == dt.b8 else 0.0 if dtype.is_floating_point else 0
 
 
 def _vid(value: Value) -> str:

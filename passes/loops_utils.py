@@ -7,19 +7,34 @@ the flat offset its strides give.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import sympy
 from mind.ir.core import Operation, Value
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType, contiguous_strides
 
-Index = list[IntLike] | IntLike
+#: one index expression per dim
+Index = list[IntLike]
+#: an N-d index, or a flat offset into a buffer
+Access = Index | IntLike
 
 
 def pvar(i: int) -> sympy.Symbol:
     """The i-th loop variable of a body (`p0, p1, ...`)."""
     return sym(f"p{i}")
+
+
+def pvars(start: int, count: int) -> Index:
+    """The loop variables `p<start> .. p<start+count-1>`."""
+    return [pvar(i) for i in range(start, start + count)]
+
+
+def broadcast_index(shape: Sequence[IntLike], index: Sequence[IntLike]) -> Index:
+    """Read a tensor of `shape` at an index over a (possibly larger) broadcast shape: leading
+    dims it lacks are dropped, its size-1 dims read element 0."""
+    index = list(index)[len(index) - len(shape) :] if shape else []
+    return [0 if size == 1 else e for size, e in zip(shape, index)]
 
 
 def producer(value: Value) -> Operation | None:
@@ -68,7 +83,7 @@ def strides_of(value: Value) -> tuple[IntLike, ...]:
     return t.strides if t.strides is not None else contiguous_strides(t.shape)
 
 
-def flat_offset(value: Value, index: Index) -> IntLike:
+def flat_offset(value: Value, index: Access) -> IntLike:
     """The flat element offset of an N-d index into buffer `value` (a flat index stays as is)."""
     if not isinstance(index, list):
         return index

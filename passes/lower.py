@@ -15,16 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
-import torch
 from mind.dialects.loops import is_buffer
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.ir import dtypes as dt
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
+from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, sym
 from mind.ir.types import ScalarType, SymType, TensorType
 
-from .loops_utils import flat_offset
-from .lowerings import Unsupported, lowering_for
-from .lowerings.common import Index, broadcast_index, pvars
+from .loops_utils import Index, broadcast_index, flat_offset, pvars
 from .manager import Pass, register_pass
 
 
@@ -36,7 +35,7 @@ class BodyBuilder:
         self.block = block
         self.count = 0
 
-    def emit(self, name: str, args: list, dtype: torch.dtype | None, **attrs) -> Value:
+    def emit(self, name: str, args: list, dtype: DType | None, **attrs) -> Value:
         types, names = [], []
         if dtype is not None:
             types, names = [ScalarType(dtype)], [str(self.count)]
@@ -51,7 +50,7 @@ class BodyBuilder:
             raise AttributeError(name)
 
         def scalar_op(*operands: Value) -> Value:
-            dtype = torch.bool if spec.result == "bool" else operands[-1].type.dtype
+            dtype = dt.b8 if spec.result == "bool" else operands[-1].type.dtype
             return self.emit(name, list(operands), dtype)
 
         return scalar_op
@@ -77,13 +76,13 @@ class BodyBuilder:
             attrs["indirect"] = indirect
         return self.emit("load", [src, where], src.type.dtype, **attrs)
 
-    def constant(self, value: Any, dtype: torch.dtype) -> Value:
+    def constant(self, value: Any, dtype: DType) -> Value:
         """A scalar constant; a symbolic value (a SymInt) is computed as an index expression."""
         if isinstance(value, sympy.Expr) and not value.is_number:
             return self.cast(self.index(value), dtype)
         if isinstance(value, sympy.Expr):
             value = int(value) if value.is_Integer else float(value)
-        if dtype == torch.bool:
+        if dtype == dt.b8:
             value = bool(value)
         elif dtype.is_floating_point:
             value = float(value)
@@ -92,9 +91,9 @@ class BodyBuilder:
         return self.emit("constant", [value], dtype)
 
     def index(self, expr: IntLike) -> Value:
-        return self.emit("index", [expr], torch.int64)
+        return self.emit("index", [expr], dt.i64)
 
-    def cast(self, x: Value, dtype: torch.dtype) -> Value:
+    def cast(self, x: Value, dtype: DType) -> Value:
         return x if x.type.dtype == dtype else self.emit("cast", [x], dtype)
 
 
@@ -143,17 +142,17 @@ class LowerCtx:
         op = Operation(name, [], attrs, [t], [self.fresh(f"{self.base}_{kind}")], [Region(block)])
         return self.node(op).result
 
-    def _type(self, dtype: torch.dtype, shape: Sequence[IntLike]) -> TensorType:
+    def _type(self, dtype: DType, shape: Sequence[IntLike]) -> TensorType:
         return TensorType(dtype, tuple(shape), None, self.out.device)
 
-    def pointwise(self, dtype: torch.dtype, shape: Sequence[IntLike], fn: BodyFn) -> Value:
+    def pointwise(self, dtype: DType, shape: Sequence[IntLike], fn: BodyFn) -> Value:
         """A node whose element at `idx` is `fn(b, idx)` (cast to `dtype` before the yield)."""
         t = self._type(dtype, shape)
         return self._body_node("loops.pointwise", {}, t, fn, [pvars(0, len(shape))], dtype)
 
     def reduction(
         self,
-        dtype: torch.dtype,
+        dtype: DType,
         shape: Sequence[IntLike],
         ranges: Sequence[IntLike],
         reduction_type: str,
@@ -163,7 +162,7 @@ class LowerCtx:
         yield the value as is, any/all a b8, the others the result dtype."""
         attrs = {"reduction_ranges": list(ranges), "reduction_type": reduction_type}
         args = [pvars(0, len(shape)), pvars(len(shape), len(ranges))]
-        yield_dtype = {"any": torch.bool, "all": torch.bool, "argmax": None, "argmin": None}
+        yield_dtype = {"any": dt.b8, "all": dt.b8, "argmax": None, "argmin": None}
         t = self._type(dtype, shape)
         return self._body_node(
             "loops.reduction", attrs, t, fn, args, yield_dtype.get(reduction_type, dtype)
@@ -206,6 +205,8 @@ def _exotic(op: Operation) -> bool:
 
 def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     """Lower one aten op, falling back to an ATen call when no lowering covers it."""
+    from .lowerings import Unsupported, lowering_for  # torch's tables: loaded when lowering runs
+
     if op.results and all(isinstance(r.type, SymType) for r in op.results):
         env.update({r: r.type.expr for r in op.results})  # SymInt arithmetic: its expression
         return

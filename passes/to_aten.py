@@ -1,48 +1,50 @@
-"""to-aten: fx -> aten through AOTAutograd, with torch's own decomposition tables."""
+"""to-aten: fx -> aten through AOTAutograd, with torch's own decomposition tables. torch loads
+when the pass runs (or when capture or the backend call `aten_graphs`), not on import."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import torch
-import torch.fx
-from mind.dialects import aten, fx
 from mind.ir.core import Module, Operation
 from mind.ir.diagnostics import MindError
 from mind.ir.types import SymType, TensorType, contiguous_strides
 
 from .manager import Pass, register_pass
 
-A = torch.ops.aten
+if TYPE_CHECKING:
+    import torch.fx
+
 #: composite ops that core ATen keeps but that mind lowers from their parts (torch's own rules)
-_EXTRA_DECOMPOSITIONS = [
-    A._softmax,
-    A._log_softmax,
-    A.native_layer_norm,
-    A.gelu,
-    A.native_group_norm,
-    A._native_batch_norm_legit_no_training,
-    A.hardtanh,
-    A.hardsigmoid,
-    A.hardswish,
-    A.mish,
-    A.logsumexp,
-    A.addcmul,
-    A.addcdiv,
-    A.lerp,
-    A.linalg_vector_norm,
-    A.logit,
-]
+_EXTRA_DECOMPOSITIONS = (
+    "_softmax",
+    "_log_softmax",
+    "native_layer_norm",
+    "gelu",
+    "native_group_norm",
+    "_native_batch_norm_legit_no_training",
+    "hardtanh",
+    "hardsigmoid",
+    "hardswish",
+    "mish",
+    "logsumexp",
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "linalg_vector_norm",
+    "logit",
+)
 
 
 @lru_cache(maxsize=1)
 def decompositions() -> dict:
+    import torch
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())
-    table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
+    table.update(get_decompositions([getattr(torch.ops.aten, n) for n in _EXTRA_DECOMPOSITIONS]))
     return table
 
 
@@ -55,6 +57,7 @@ def aten_graphs(
     """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
     graphs land in: the forward now, the backward once AOTAutograd compiles it. `compile_graph`
     turns each aten graph into what runs it; by default the ATen GraphModule itself."""
+    from mind.dialects import aten
     from torch._functorch.aot_autograd import aot_module_simplified
 
     graphs: list[Operation] = []
@@ -78,6 +81,10 @@ def aten_graphs(
 
 
 def fake_inputs(graph_op: Operation, mode) -> list:
+    import torch
+    from mind.dialects import fx
+    from mind.dialects.torch_types import to_torch, to_torch_device
+
     inputs = []
     for t in fx.example_inputs(graph_op):
         if isinstance(t, SymType) or (
@@ -90,13 +97,14 @@ def fake_inputs(graph_op: Operation, mode) -> list:
             )
         if not isinstance(t, TensorType):
             raise MindError(f"to-aten cannot make an example input of type {t}", graph_op.loc)
+        device = to_torch_device(t.device) if t.device is not None else "cpu"
         with mode:
             inputs.append(
                 torch.empty_strided(
                     t.shape,
                     t.strides or contiguous_strides(t.shape),
-                    dtype=t.dtype,
-                    device=t.device or "cpu",
+                    dtype=to_torch(t.dtype),
+                    device=device,
                 )
             )
     return inputs
@@ -113,7 +121,9 @@ class ToAten(Pass):
     summary = "AOTAutograd with torch's decompositions: fx graphs become ATen graphs"
 
     def run(self, module: Module) -> Module:
-        from torch._subclasses.fake_tensor import FakeTensorMode  # Dynamo-side: load on use
+        import torch
+        from mind.dialects import fx
+        from torch._subclasses.fake_tensor import FakeTensorMode
 
         out = []
         for graph_op in module.ops:

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
-import torch
 from mind.dialects.triton import (
     block_dim,
     broadcast_shapes,
@@ -27,8 +26,10 @@ from mind.dialects.triton import (
     ptr_type,
     shape_of,
 )
+from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
+from mind.ir.dtypes import DType
 from mind.ir.symbols import as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
@@ -154,10 +155,10 @@ class KernelBuilder:
                 binds[s.name] = scope.values[indirect[int(s.name[1:])]]
             else:
                 raise MindError(f"index uses unknown symbol '{s}'", self.node.loc)
-        wide = self.layout.index_dtype == torch.int64 or any(
-            dtype_of(v) == torch.int64 for v in binds.values()
+        wide = self.layout.index_dtype == dt.i64 or any(
+            dtype_of(v) == dt.i64 for v in binds.values()
         )
-        dtype = dtype or (torch.int64 if wide else torch.int32)
+        dtype = dtype or (dt.i64 if wide else dt.i32)
         if expr.is_Symbol and dtype_of(binds[expr.name]) == dtype:
             return binds[expr.name]
         key = (expr, dtype, tuple(binds.items()))
@@ -175,7 +176,7 @@ class KernelBuilder:
             parts = [scope.indices[f"{p}mask"] for p in sorted(groups, reverse=True)]
             value = parts[0]
             for part in parts[1:]:
-                value = self.emit_op(scope, "logical_and", [value, part], torch.bool)
+                value = self.emit_op(scope, "logical_and", [value, part], dt.b8)
             scope.masks[groups] = value
         return scope.masks[groups]
 
@@ -212,7 +213,7 @@ class KernelBuilder:
         scope.indices[f"{p}index"] = index
         if group.masked:
             mask = self.emit(
-                scope, "lt", [index, self.numels[p]], torch.bool, group.shape, result=f"{p}mask"
+                scope, "lt", [index, self.numels[p]], dt.b8, group.shape, result=f"{p}mask"
             )
             scope.indices[f"{p}mask"] = mask
         stride = group.numel
@@ -236,14 +237,14 @@ class KernelBuilder:
 
     def base(self, scope: Scope, group: Group) -> Value:
         block = block_dim(group.block)
-        ar = self.emit(scope, "arange", [0, block], torch.int32, (block,))
+        ar = self.emit(scope, "arange", [0, block], dt.i32, (block,))
         if group.rank == 1:
             return ar
         return self.emit(
             scope,
             "expand_dims",
             [ar, 1 - group.axis],
-            torch.int32,
+            dt.i32,
             group.shape,
             result=f"{group.prefix}base",
         )
@@ -306,7 +307,7 @@ class KernelBuilder:
             mask = (
                 body_mask
                 if mask is None
-                else self.emit_op(scope, "logical_and", [body_mask, mask], torch.bool)
+                else self.emit_op(scope, "logical_and", [body_mask, mask], dt.b8)
             )
         if mask is not None:
             attrs["mask"] = mask
@@ -368,8 +369,8 @@ class KernelBuilder:
         index = scope.indices["r0_index"]
         return (
             index
-            if dtype_of(index) == torch.int64
-            else self.emit(scope, "cast", [index], torch.int64, shape_of(index))
+            if dtype_of(index) == dt.i64
+            else self.emit(scope, "cast", [index], dt.i64, shape_of(index))
         )
 
     def reduce_rows(self, scope: Scope, op: Operation) -> Value:
@@ -378,12 +379,12 @@ class KernelBuilder:
         if kind in _ARG_REDUCTIONS:
             v = self.masked_input(scope, op, op.args[0].type.dtype)
             index = self.emit(
-                scope, "broadcast_to", [self.r_index(scope)], torch.int64, self.layout.full_shape
+                scope, "broadcast_to", [self.r_index(scope)], dt.i64, self.layout.full_shape
             )
             return self.emit(
                 scope, "reduce_index", [v, index, 1], rdt, xshape, {"reduction_type": kind}
             )
-        v = self.masked_input(scope, op, torch.bool if kind in ("any", "all") else rdt)
+        v = self.masked_input(scope, op, dt.b8 if kind in ("any", "all") else rdt)
         return self.emit(scope, "reduce", [v, 1], rdt, xshape, {"reduction_type": kind})
 
     def loop(self, top: Scope, rbase: Value, phases: Phases, reductions, stores) -> None:
@@ -395,7 +396,7 @@ class KernelBuilder:
             vdt = self.acc_dtype(op)
             inits = [self.full(top, neutral(kind, vdt), vdt, full)]
             if kind in _ARG_REDUCTIONS:
-                inits.append(self.full(top, 0, torch.int64, full))
+                inits.append(self.full(top, 0, dt.i64, full))
             accs.append((op, inits))
         inits = [v for _, vs in accs for v in vs]
         block = Block([Value("r0_offset", ScalarType(idt))])
@@ -469,10 +470,10 @@ class KernelBuilder:
         return [new]
 
     @staticmethod
-    def acc_dtype(op: Operation) -> torch.dtype:
+    def acc_dtype(op: Operation) -> DType:
         kind = op.attrs["reduction_type"]
         if kind in ("any", "all"):
-            return torch.bool
+            return dt.b8
         return op.args[0].type.dtype if kind in _ARG_REDUCTIONS else op.result.type.dtype
 
     def combine_index(self, scope: Scope, kind: str, acc, value: Value, index: Value):

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from math import prod
 
 import sympy
-import torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Operation
+from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
@@ -58,7 +59,7 @@ class Group:
 class Layout:
     config: LaunchConfig
     groups: tuple[Group, ...]  # grid groups first (y, x), then r0_
-    index_dtype: torch.dtype
+    index_dtype: DType
 
     @property
     def rgroup(self) -> Group | None:
@@ -124,7 +125,7 @@ def _is_inner(node: Operation, nx: int, nr: int) -> bool:
     return not any(_unit_stride(e, nx - 1) for e in loads) if nx else True
 
 
-def _index_dtype(node: Operation, count: IntLike) -> torch.dtype:
+def _index_dtype(node: Operation, count: IntLike) -> DType:
     extents = [count]
     for value in [*node.operands, *node.results]:
         if isinstance(value.type, TensorType) and value.type.strides is not None:
@@ -133,8 +134,8 @@ def _index_dtype(node: Operation, count: IntLike) -> torch.dtype:
             )
     extents = [as_int_like(e) for e in extents]
     if not all(isinstance(e, int) for e in extents):
-        return torch.int64
-    return torch.int64 if max(extents) >= 2**31 else torch.int32
+        return dt.i64
+    return dt.i64 if max(extents) >= 2**31 else dt.i32
 
 
 def plan(node: Operation, persistent_max: int, max_r_block: int) -> Layout:

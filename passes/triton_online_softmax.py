@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
 from mind.dialects.triton import dtype_of
+from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value
+from mind.ir.dtypes import DType
 
 from .triton_phases import Phases
 
@@ -81,7 +82,7 @@ def _same(a, b, defs: dict[Value, Operation]) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _constants(b: KernelBuilder, scope: Scope, dtype: torch.dtype) -> tuple[Value, Value]:
+def _constants(b: KernelBuilder, scope: Scope, dtype: DType) -> tuple[Value, Value]:
     ones = (1,) * len(b.layout.full_shape)
     return b.full(scope, float("-inf"), dtype, ones), b.full(scope, 0.0, dtype, ones)
 
@@ -89,22 +90,24 @@ def _constants(b: KernelBuilder, scope: Scope, dtype: torch.dtype) -> tuple[Valu
 def online_step(b: KernelBuilder, scope: Scope, s: Value, m: Value, x: Value, m_new: Value):
     """The running sum after one block: s * exp(m - m_new) + exp(x - m_new), 0 where the lane
     has seen only -inf."""
-    dt = dtype_of(s)
-    ninf, zero = _constants(b, scope, dt)
-    scale = b.emit_op(scope, "exp", [b.emit_op(scope, "sub", [m, m_new], dt)], dt)
-    term = b.emit_op(scope, "exp", [b.emit_op(scope, "sub", [x, m_new], dt)], dt)
-    total = b.emit_op(scope, "add", [b.emit_op(scope, "mul", [s, scale], dt), term], dt)
-    empty = b.emit_op(scope, "eq", [m_new, ninf], torch.bool)
-    return b.emit_op(scope, "where", [empty, zero, total], dt)
+    dtype = dtype_of(s)
+    ninf, zero = _constants(b, scope, dtype)
+    scale = b.emit_op(scope, "exp", [b.emit_op(scope, "sub", [m, m_new], dtype)], dtype)
+    term = b.emit_op(scope, "exp", [b.emit_op(scope, "sub", [x, m_new], dtype)], dtype)
+    total = b.emit_op(scope, "add", [b.emit_op(scope, "mul", [s, scale], dtype), term], dtype)
+    empty = b.emit_op(scope, "eq", [m_new, ninf], dt.b8)
+    return b.emit_op(scope, "where", [empty, zero, total], dtype)
 
 
 def online_combine(b: KernelBuilder, scope: Scope, s: Value, m: Value, row_max: Value) -> Value:
     """The row's sum from the per-lane (m, s): each lane's s rescaled to the row's max."""
-    dt = dtype_of(s)
-    ninf, zero = _constants(b, scope, dt)
-    scale = b.emit_op(scope, "exp", [b.emit_op(scope, "sub", [m, row_max], dt)], dt)
-    empty = b.emit_op(scope, "eq", [m, ninf], torch.bool)
-    lanes = b.emit_op(scope, "where", [empty, zero, b.emit_op(scope, "mul", [s, scale], dt)], dt)
+    dtype = dtype_of(s)
+    ninf, zero = _constants(b, scope, dtype)
+    scale = b.emit_op(scope, "exp", [b.emit_op(scope, "sub", [m, row_max], dtype)], dtype)
+    empty = b.emit_op(scope, "eq", [m, ninf], dt.b8)
+    lanes = b.emit_op(
+        scope, "where", [empty, zero, b.emit_op(scope, "mul", [s, scale], dtype)], dtype
+    )
     return b.emit(
-        scope, "reduce", [lanes, 1], dt, b.layout.groups[0].shape, {"reduction_type": "sum"}
+        scope, "reduce", [lanes, 1], dtype, b.layout.groups[0].shape, {"reduction_type": "sum"}
     )

@@ -16,6 +16,7 @@ import sympy
 import torch
 import torch.nn.functional as F
 from mind.dialects.loops_eval import NODES, REDUCTIONS, Body, evaluate, index_value
+from mind.dialects.torch_types import to_torch
 from mind.ir.core import Operation, map_values
 from mind.ir.printer import print_module
 from mind.ir.symbols import sym
@@ -52,13 +53,13 @@ def _run_node(op: Operation, env: dict) -> None:
     buffers = {v.name: v for v in op.results}
     for value in op.results:
         t = value.type
-        env[value] = torch.empty_strided(t.shape, t.strides, dtype=t.dtype)
+        env[value] = torch.empty_strided(t.shape, t.strides, dtype=to_torch(t.dtype))
     for inner in op.body.ops:
         kind = inner.name.split(".", 1)[1]
         if kind == "reduction":
             x = torch.broadcast_to(body.arg(inner.args[0]), xs + rs).reshape(*xs, math.prod(rs))
             dtype = inner.result.type.dtype
-            out = REDUCTIONS[inner.attrs["reduction_type"]](x, dtype).to(dtype)
+            out = REDUCTIONS[inner.attrs["reduction_type"]](x, dtype).to(to_torch(dtype))
             body.values[inner.result] = out.reshape(*xs, *[1] * len(rs))
         elif kind == "store":
             name, index, value = inner.args
@@ -92,7 +93,7 @@ def random_inputs(graph: Operation) -> list[torch.Tensor]:
     for arg in graph.body.args:
         t = arg.type
         assert isinstance(t, TensorType)
-        x = torch.empty_strided(t.shape, t.strides, dtype=t.dtype)
+        x = torch.empty_strided(t.shape, t.strides, dtype=to_torch(t.dtype))
         out.append(x.copy_(torch.randn(t.shape, generator=gen)))
     return out
 

@@ -8,19 +8,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mind.ir.diagnostics import MindError
-from mind.ir.printer import print_module
-from mind.parser import parse
-from mind.passes.manager import (
-    PASSES,
-    PassManager,
-    parse_pipeline,
-    resolve_pipeline,
-    stage_of,
-)
-
-from .diagnostics_check import check_expected_diagnostics
-from .split import split_input
 from .textio import read_input, write_output
 
 
@@ -54,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def list_passes() -> str:
-    import mind.passes  # noqa: F401
+    from mind.passes import PASSES
 
     lines = ["Available passes:"]
     for name, cls in sorted(PASSES.items()):
@@ -63,6 +50,10 @@ def list_passes() -> str:
 
 
 def run_chunk(text: str, filename: str, line_offset: int, args, passes) -> str:
+    from mind.ir.printer import print_module
+    from mind.parser import parse
+    from mind.passes.manager import PassManager, resolve_pipeline, stage_of
+
     module = parse(text, filename, line_offset)
     if not passes:
         return print_module(module, args.generic)
@@ -86,7 +77,13 @@ def run_chunk(text: str, filename: str, line_offset: int, args, passes) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # before any import: `--help` answers at once
+    from mind.ir.diagnostics import MindError
+    from mind.passes.manager import parse_pipeline
+
+    from .diagnostics_check import check_expected_diagnostics
+    from .split import split_input
+
     if args.list_passes:
         sys.stdout.write(list_passes())
         return 0

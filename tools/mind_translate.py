@@ -9,11 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mind.dialects.triton_emit import emit
-from mind.ir.diagnostics import MindError
-from mind.parser import parse
-from mind.passes.manager import parse_pipeline, run_pipeline, stage_of
-
 from .textio import read_input, write_output
 
 
@@ -31,6 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def translate(text: str, filename: str, pipeline: str = "to-triton") -> str:
+    from mind.dialects.triton_emit import emit
+    from mind.parser import parse
+    from mind.passes.manager import parse_pipeline, run_pipeline, stage_of
+
     module = parse(text, filename)
     if stage_of(module) != "triton":
         module = run_pipeline(module, parse_pipeline(pipeline))
@@ -38,7 +37,9 @@ def translate(text: str, filename: str, pipeline: str = "to-triton") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # before any import: `--help` answers at once
+    from mind.ir.diagnostics import MindError
+
     try:
         text, filename = read_input(args.input)
     except OSError as exc:

@@ -7,7 +7,9 @@ import math
 from collections.abc import Callable
 
 import torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Value
+from mind.ir.dtypes import DType
 
 from . import register_lowering
 from .common import norm_dims
@@ -29,8 +31,8 @@ REDUCTION_OF = {
 }
 
 
-def upcast(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+def upcast(dtype: DType) -> DType:
+    return dt.f32 if dtype in (dt.f16, dt.bf16) else dtype
 
 
 def reduce(
@@ -39,7 +41,7 @@ def reduce(
     dims,
     keepdim: bool,
     reduction_type: str,
-    dtype: torch.dtype,
+    dtype: DType,
     fn: Callable | None = None,
 ) -> Value:
     """Reduce `fn(b, x[index], idx)` (default: the loaded element) over `dims` of x."""
@@ -78,10 +80,10 @@ def max_dim(ctx, x, dim, keepdim=False):
     """The values and the indices: two reductions over the same loads."""
     kind = REDUCTION_OF[ctx.origin]
     values = reduce(ctx, x, dim, keepdim, kind, ctx.outs[0].dtype)
-    return values, reduce(ctx, x, dim, keepdim, f"arg{kind}", torch.int64)
+    return values, reduce(ctx, x, dim, keepdim, f"arg{kind}", dt.i64)
 
 
-def divide(ctx, total: Value, count, dtype: torch.dtype) -> Value:
+def divide(ctx, total: Value, count, dtype: DType) -> Value:
     """A pointwise node `total / count` cast to `dtype`."""
 
     def body(b, idx):
