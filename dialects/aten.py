@@ -19,11 +19,14 @@ from typing import Any
 
 import torch
 import torch.fx
+from mind.ir.constraints import ANY
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.registry import Dialect, OpDef, VerifyError, lookup_op, register_dialect, terminated_by
+from mind.ir.opdef import ArgField, Field, OpDecl, OpDef, ResultField, VarResultField
+from mind.ir.registry import Dialect, VerifyError, lookup_op, register_dialect
 from mind.ir.types import TensorType, contiguous_strides
 
+from .common import Call, ConstantTensor, add_graph_ops
 from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
 from .torch_types import from_torch, to_torch, to_torch_device
 
@@ -50,17 +53,15 @@ def _resolve(name: str) -> OpDef | None:
     if target is None:
         return None
     schema = target._schema
-    positional = [a for a in schema.arguments if not a.kwarg_only]
-    optional = len([a for a in positional if a.has_default_value()])
-    lists = any(isinstance(r.type, torch.ListType) for r in schema.returns)
-    results = None if lists else len(schema.returns)
+    fields: list[Field] = [
+        ArgField(ANY, a.has_default_value(), a.name) for a in schema.arguments if not a.kwarg_only
+    ]
+    if any(isinstance(r.type, torch.ListType) for r in schema.returns):
+        fields.append(VarResultField(name="results"))
+    else:
+        fields += [ResultField(name=r.name or f"result{i}") for i, r in enumerate(schema.returns)]
     return OpDef(
-        name,
-        tuple(a.name for a in positional),
-        optional_args=optional,
-        results=results,
-        verify=_verify_overload,
-        summary=str(schema),
+        name, OpDecl.of(fields), open_attrs=True, verify=_verify_overload, summary=str(schema)
     )
 
 
@@ -90,7 +91,7 @@ def _check_result_types(op: Operation) -> None:
     if any(m is None for m in metas.values()):
         return
     try:
-        out = overload(op.name)(*from_attr(op.args, metas), **from_attr(op.attrs, metas))
+        out = overload(op.name)(*from_attr(op.args, metas), **from_attr(dict(op.attrs), metas))
     except Exception:  # no meta kernel, data-dependent output: nothing to compare against
         return
     outs = out if isinstance(out, tuple | list) else (out,)
@@ -108,24 +109,10 @@ def _check_result_types(op: Operation) -> None:
 
 
 ATEN = register_dialect(Dialect("aten", resolve=_resolve))
-ATEN.op(
-    "graph",
-    results=0,
-    regions=1,
-    symbol=True,
-    signature=True,
-    verify=terminated_by("aten.output"),
-    summary="a forward or backward graph; its arguments are the graph inputs",
-)
-ATEN.op("output", variadic=True, results=0, summary="the graph's outputs")
-ATEN.op(
-    "call",
-    variadic=True,
-    results=None,
-    symbol=True,
-    summary="a callable outside the aten namespace (SymInt arithmetic, prims)",
-)
-ATEN.op("constant", symbol=True, attrs=("data",), summary="a tensor constant, its elements inline")
+add_graph_ops(ATEN, summary="A forward or backward graph; its arguments are the graph inputs")
+ATEN.add("call", Call, symbol=True, open_attrs=True,
+         summary="A callable outside the aten namespace (SymInt arithmetic, prims)")  # fmt: skip
+ATEN.add("constant", ConstantTensor, symbol=True)
 
 
 def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
@@ -206,7 +193,7 @@ def export_graph(graph_op: Operation) -> torch.fx.GraphModule:
             if target is None:
                 raise MindError(f"'{op.name}' cannot be executed", op.loc)
             node = graph.call_function(
-                target, tuple(from_attr(op.args, nodes)), from_attr(op.attrs, nodes)
+                target, tuple(from_attr(op.args, nodes)), from_attr(dict(op.attrs), nodes)
             )
             node.name = (
                 op.results[0].name if len(op.results) == 1 else f"{op.results[0].name}_tuple"
@@ -216,7 +203,8 @@ def export_graph(graph_op: Operation) -> torch.fx.GraphModule:
 
 
 def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nodes: dict) -> None:
-    if len(op.results) == 1 and (lookup_op(op.name).results == 1):
+    results = lookup_op(op.name).decl.results
+    if len(op.results) == 1 and len(results) == 1 and not results[0].variadic:
         nodes[op.result] = node
         return
     for i, result in enumerate(op.results):

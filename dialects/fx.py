@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import torch
 import torch.fx
+from mind.ir.constraints import STR, list_of
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
+from mind.ir.opdef import Op, arg, opt_attr, result, var_args
+from mind.ir.registry import Dialect, VerifyError, register_dialect
 
+from .common import Graph
 from .pyobjects import ALLOWED_ROOTS, from_attr, qualified_name, resolve, to_attr, type_of
 
 
@@ -27,34 +30,48 @@ def _verify_target(op: Operation) -> None:
         raise VerifyError(f"call target '@{op.symbol}' is outside the allowed modules", op.loc)
 
 
+class FxGraph(Graph):
+    """One captured graph; `guards` are Dynamo's, as readable lines"""
+
+    guards = opt_attr(list_of(STR))
+
+
+class Node(Op):
+    """A graph input (placeholder) or a module attribute (get_attr)"""
+
+    result = result()
+
+
+class FxCall(Op):
+    """A call; keyword arguments are attributes"""
+
+    values = var_args()
+    result = result()
+
+
+class FxMethodCall(Op):
+    """Call a method on the first argument"""
+
+    receiver = arg()
+    values = var_args()
+    result = result()
+
+
+class FxOutput(Op):
+    """The graph's result, as a structure of values"""
+
+    value = arg()
+
+
 FX = register_dialect(Dialect("fx"))
-FX.op(
-    "graph",
-    results=0,
-    regions=1,
-    symbol=True,
-    verify=terminated_by("fx.output"),
-    summary="one captured graph",
-)
-FX.op("placeholder", symbol=True, summary="a graph input")
-FX.op("get_attr", symbol=True, summary="a module attribute (parameter, buffer, constant)")
-FX.op(
-    "call_function",
-    variadic=True,
-    args=(),
-    symbol=True,
-    verify=_verify_target,
-    summary="call a Python callable",
-)
-FX.op(
-    "call_method",
-    variadic=True,
-    args=("self",),
-    symbol=True,
-    summary="call a method on the first argument",
-)
-FX.op("call_module", variadic=True, args=(), symbol=True, summary="call a submodule")
-FX.op("output", args=("result",), results=0, summary="the graph's result")
+FX.add("graph", FxGraph, symbol=True, terminator="fx.output")
+FX.add("placeholder", Node, symbol=True, summary="A graph input")
+FX.add("get_attr", Node, symbol=True, summary="A module attribute (parameter, buffer, constant)")
+FX.add("call_function", FxCall, symbol=True, open_attrs=True, verify=_verify_target,
+       summary="Call a Python callable")  # fmt: skip
+FX.add("call_method", FxMethodCall, symbol=True, open_attrs=True)
+FX.add("call_module", FxCall, symbol=True, open_attrs=True, summary="Call a submodule")
+FX.add("output", FxOutput)
 
 
 def import_graph(gm: torch.fx.GraphModule, name: str, guards: list[str] | None = None) -> Operation:
@@ -103,7 +120,7 @@ def export_graph(
             kind,
             target,
             tuple(from_attr(op.args, nodes)),
-            from_attr(op.attrs, nodes),
+            from_attr(dict(op.attrs), nodes),
             op.result.name,
         )
         nodes[op.result] = node

@@ -23,8 +23,10 @@ from mind.ir.core import Module, Operation, Value
 from mind.ir.diagnostics import MindError
 from mind.ir.types import SymType, TensorType, contiguous_strides
 
+from .reductions import REDUCTIONS
+from .scalar_ops import SCALAR_OPS
 from .triton import dtype_of, shape_of
-from .triton_pyops import ELEMENTWISE, REDUCE, is_dotted, py_expr, py_float, py_literal, tl_dtype
+from .triton_pyops import is_dotted, py_expr, py_float, py_literal, tl_dtype
 
 HEADER = """\
 import torch
@@ -91,8 +93,8 @@ def _kernel_op(op: Operation, n: Names) -> str:
     kind = op.name.split(".", 1)[1]
     a = [_value_text(x, n) for x in op.args if not isinstance(x, dict)]
     result = op.results[0].type if op.results else None
-    if kind in ELEMENTWISE:
-        return ELEMENTWISE[kind].format(*a)
+    if kind in SCALAR_OPS:
+        return SCALAR_OPS[kind].triton.format(*a)
     if kind == "program_id":
         cast = ".to(tl.int64)" if result.dtype != dt.i32 else ""
         return f"tl.program_id({a[0]}){cast}"
@@ -122,13 +124,13 @@ def _kernel_op(op: Operation, n: Names) -> str:
     if kind == "broadcast_to":
         return f"tl.broadcast_to({a[0]}, {_shape(result.shape)})"
     if kind == "reduce":
-        template = REDUCE[op.attrs["reduction_type"]]
+        template = REDUCTIONS[op.reduction_type].triton
         return template.format(v=a[0], axis=a[1], dt=tl_dtype(result.dtype))
     if kind == "reduce_index":
-        fn = op.attrs["reduction_type"]
+        fn = REDUCTIONS[op.reduction_type].triton
         return f"triton_helpers.{fn}({a[0]}, {a[1]}, {a[2]}).to(tl.int64)"
     if kind == "combine_index":
-        fn = "maximum" if op.attrs["reduction_type"] == "argmax" else "minimum"
+        fn = REDUCTIONS[op.reduction_type].combine
         return f"triton_helpers.{fn}_with_index({', '.join(a)})"
     raise MindError(f"cannot emit '{op.name}' in a kernel", op.loc)
 

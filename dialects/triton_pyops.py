@@ -1,8 +1,6 @@
-"""How each triton-dialect elementwise op, index expression and attribute reads as Python: the
-tables the emitter formats with operand names. Math without a `tl` builtin goes through
-`triton_helpers` (mind.runtime.triton_helpers), which maps it to libdevice on a GPU and to `tl`
-primitives under TRITON_INTERPRET, where libdevice cannot run.
-"""
+"""How index expressions, dtypes and attribute values read as Python, for the Triton emitter
+(elementwise ops and reductions read theirs from the op tables: dialects/scalar_ops.py,
+dialects/reductions.py)."""
 
 from __future__ import annotations
 
@@ -17,61 +15,6 @@ from mind.ir.attributes import PyRef
 from mind.ir.core import Value
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import Device, DType
-
-_HELPER_UNARY = (
-    "expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
-    "lgamma isinf isfinite signbit relu"
-).split()
-_HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign".split()
-
-#: op name -> format string over operand names ({0}, {1}, {2})
-ELEMENTWISE: dict[str, str] = {
-    "neg": "-{0}",
-    "abs": "tl.abs({0})",
-    "reciprocal": "1 / {0}",
-    "square": "{0} * {0}",
-    "bitwise_not": "~{0}",
-    "logical_not": "{0} == 0",
-    "isnan": "{0} != {0}",
-    **{
-        n: f"tl.{n}({{0}})"
-        for n in "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf floor".split()
-    },
-    "ceil": "tl.ceil({0})",
-    **{n: f"triton_helpers.{n}({{0}})" for n in _HELPER_UNARY},
-    **{n: f"triton_helpers.{n}({{0}}, {{1}})" for n in _HELPER_BINARY},
-    "add": "{0} + {1}",
-    "sub": "{0} - {1}",
-    "mul": "{0} * {1}",
-    "truediv": "{0} / {1}",
-    "mod": "triton_helpers.remainder({0}, {1})",  # loops' mod is Python's (sympy Mod), not C's
-    "fmod": "{0} % {1}",
-    "bitwise_and": "{0} & {1}",
-    "bitwise_or": "{0} | {1}",
-    "bitwise_xor": "{0} ^ {1}",
-    "lshift": "{0} << {1}",
-    "rshift": "{0} >> {1}",
-    "eq": "{0} == {1}",
-    "ne": "{0} != {1}",
-    "lt": "{0} < {1}",
-    "le": "{0} <= {1}",
-    "gt": "{0} > {1}",
-    "ge": "{0} >= {1}",
-    "logical_and": "{0} & {1}",
-    "logical_or": "{0} | {1}",
-    "logical_xor": "{0} ^ {1}",
-    "where": "tl.where({0}, {1}, {2})",
-}
-
-#: reduction_type -> Python for `triton.reduce(value, axis)` ({v}, {axis}, {dt})
-REDUCE: dict[str, str] = {
-    "sum": "tl.sum({v}, {axis}, keep_dims=True).to({dt})",
-    "prod": "triton_helpers.prod({v}, {axis}).to({dt})",
-    "max": "tl.max({v}, {axis}, keep_dims=True)",
-    "min": "tl.min({v}, {axis}, keep_dims=True)",
-    "any": "tl.max({v}.to(tl.int8), {axis}, keep_dims=True) != 0",
-    "all": "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0",
-}
 
 TL_DTYPES: dict[DType, str] = {
     dt.b8: "tl.int1",

@@ -4,8 +4,9 @@ from .attributes import PyCall, PyRef, format_attr
 from .core import Block, Module, Operation, Region, Value, iter_values, map_values
 from .diagnostics import Diagnostic, Location, MindError
 from .dtypes import DTYPES, Device, DType
+from .opdef import Op, OpDecl, OpDef
 from .printer import Printer, print_module, print_op
-from .registry import DIALECTS, Dialect, OpDef, VerifyError, lookup_op, register_dialect
+from .registry import DIALECTS, Dialect, VerifyError, lookup_op, register_dialect
 from .symbols import as_int_like, sym
 from .types import (
     OpaqueType,
@@ -28,6 +29,8 @@ __all__ = [
     "Location",
     "MindError",
     "Module",
+    "Op",
+    "OpDecl",
     "OpDef",
     "OpaqueType",
     "Operation",

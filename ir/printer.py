@@ -55,7 +55,7 @@ class Printer:
             text += " @" + (op.symbol if _SYMBOL.match(op.symbol) else format_attr(op.symbol))
         if not self.generic and opdef is not None and opdef.signature and op.regions:
             text += "(" + ", ".join(f"%{self.name(a)}: {a.type}" for a in op.body.args) + ")"
-        elif self.generic or op.args or opdef is None or opdef.args or opdef.variadic:
+        elif self.generic or op.args or opdef is None or opdef.decl.args:
             text += "(" + ", ".join(self.attr(a) for a in op.args) + ")"
         if op.attrs:
             text += (

@@ -81,13 +81,6 @@ class Builder:
         opdef = lookup_op(str(name_token))
         if opdef is None:
             raise self.error(f"unknown operation '{name_token}'", name_token)
-        args, block_args = self.arglist(parts.get("arglist"))
-        if block_args and not opdef.signature:
-            raise self.error(f"'{name_token}' takes no typed block arguments", parts["arglist"])
-        attrs = {
-            self.key(e.children[0]): self.attr(e.children[1])
-            for e in _children(parts.get("attrdict"))
-        }
         types = [self.type(t) for t in _children(parts.get("result_types"))]
         result_tokens = _children(parts.get("results"))
         if len(types) != len(result_tokens):
@@ -98,13 +91,21 @@ class Builder:
         symbol = self.symbol(parts["symbol"]) if "symbol" in parts else None
         op = Operation(
             str(name_token),
-            args,
-            attrs,
-            types,
-            [t[1:] for t in result_tokens],
+            result_types=types,
+            result_names=[t[1:] for t in result_tokens],
             symbol=symbol,
             loc=self.loc(name_token),
         )
+        if opdef.own_results:  # its attributes and body name the buffers it writes
+            self.define_results(result_tokens, op)
+        args, block_args = self.arglist(parts.get("arglist"))
+        if block_args and not opdef.signature:
+            raise self.error(f"'{name_token}' takes no typed block arguments", parts["arglist"])
+        op.args = args
+        op.attrs = {
+            self.key(e.children[0]): self.attr(e.children[1])
+            for e in _children(parts.get("attrdict"))
+        }
         regions = [c for c in tree.children if _is_region(c)]
         for i, region_tree in enumerate(regions):
             self.scopes.append({})
@@ -125,9 +126,13 @@ class Builder:
             op.add_region(Region(block))
         if block_args and not regions:
             raise self.error(f"'{name_token}' has typed arguments but no region", name_token)
-        for token, result in zip(result_tokens, op.results):
-            self.define(token, result)
+        if not opdef.own_results:
+            self.define_results(result_tokens, op)
         return op
+
+    def define_results(self, tokens: list[Token], op: Operation) -> None:
+        for token, result in zip(tokens, op.results):
+            self.define(token, result)
 
     def arglist(self, tree: Tree | None) -> tuple[list[Any], list[tuple[Token, Type]]]:
         args, block_args = [], []

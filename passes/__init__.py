@@ -7,10 +7,10 @@ import pkgutil
 
 from .manager import (
     PASSES,
+    GraphPass,
     Pass,
     PassManager,
     parse_pipeline,
-    register_pass,
     resolve_pipeline,
     run_pipeline,
 )
@@ -21,10 +21,10 @@ for _module in pkgutil.iter_modules(__path__):
 
 __all__ = [
     "PASSES",
+    "GraphPass",
     "Pass",
     "PassManager",
     "parse_pipeline",
-    "register_pass",
     "resolve_pipeline",
     "run_pipeline",
 ]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy
-from mind.ir.core import Operation, Value
+from mind.dialects.common import Reinterpret
+from mind.ir.core import Value
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import TensorType, contiguous_strides
 
@@ -62,6 +63,6 @@ def alias_of(value: Value) -> tuple[Value, IntLike] | None:
     """(buffer, offset) for a `reinterpret` result (any dialect), through reinterprets of
     reinterprets to the memory underneath; None for any other value."""
     base, offset = value, 0
-    while isinstance(base.owner, Operation) and base.owner.name.endswith(".reinterpret"):
-        base, offset = base.owner.args[0], offset + base.owner.attrs["offset"]
+    while isinstance(base.owner, Reinterpret):
+        base, offset = base.owner.buffer, offset + base.owner.offset
     return None if base is value else (base, as_int_like(offset))

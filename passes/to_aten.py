@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from mind.ir.core import Module, Operation
+from mind.ir.core import Operation
 from mind.ir.diagnostics import MindError
 from mind.ir.types import SymType, TensorType, contiguous_strides
 
-from .manager import Pass, register_pass
+from .manager import GraphPass
 
 if TYPE_CHECKING:
     import torch.fx
@@ -110,25 +110,22 @@ def fake_inputs(graph_op: Operation, mode) -> list:
     return inputs
 
 
-@register_pass
 @dataclass(frozen=True)
-class ToAten(Pass):
+class ToAten(
+    GraphPass,
+    name="to-aten",
+    input="fx",
+    output="aten",
+    summary="AOTAutograd with torch's decompositions: fx graphs become ATen graphs",
+):
     """fx -> aten: each `fx.graph` becomes its inference `aten.graph` (forward)."""
 
-    name = "to-aten"
-    input = "fx"
-    output = "aten"
-    summary = "AOTAutograd with torch's decompositions: fx graphs become ATen graphs"
-
-    def run(self, module: Module) -> Module:
+    def run_graph(self, graph: Operation) -> list[Operation]:
         import torch
         from mind.dialects import fx
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        out = []
-        for graph_op in module.ops:
-            gm = fx.export_graph(graph_op)
-            mode = FakeTensorMode(allow_non_fake_inputs=True)
-            with torch.no_grad():
-                out += aten_graphs(gm, fake_inputs(graph_op, mode), graph_op.symbol)[1]
-        return Module(out)
+        gm = fx.export_graph(graph)
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        with torch.no_grad():
+            return aten_graphs(gm, fake_inputs(graph, mode), graph.symbol)[1]

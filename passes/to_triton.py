@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
+from mind.dialects.common import Reinterpret
+from mind.ir.core import Block, Module, Operation, Region, Value, iter_values
 from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType
 
-from .manager import Pass, register_pass
+from .manager import Pass
 from .reinterpret import alias_of
 from .triton_heuristics import MAX_R_BLOCK, PERSISTENT_MAX, grid
 from .triton_kernel import build_kernel
-from .triton_layout import plan
+from .triton_layout import layout_of
 
 _KIND_PREFIX = {"pointwise": "poi", "persistent_reduction": "per", "reduction": "red"}
 _DEP_ATTRS = ("origins", "writes", "met", "unmet")
@@ -63,22 +64,22 @@ def _last_uses(ops: list[Operation]) -> dict[Value, int]:
 def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: set[Value]) -> None:
     """A buffer stays live while a reinterpret of it is, and is an output when one is."""
     for op in reversed(ops):
-        if op.name == "scheduled.reinterpret":
-            base = op.args[0]
+        if isinstance(op, Reinterpret):
+            base = op.buffer
             last[base] = max(last[base], last[op.result])
             if op.result in outputs:
                 outputs.add(base)
 
 
-@register_pass
 @dataclass(frozen=True)
-class ToTriton(Pass):
+class ToTriton(
+    Pass,
+    name="to-triton",
+    input="scheduled",
+    output="triton",
+    summary="generate Triton kernels and the host wrapper",
+):
     """scheduled -> triton: kernels and a host wrapper per graph."""
-
-    name = "to-triton"
-    input = "scheduled"
-    output = "triton"
-    summary = "generate Triton kernels and the host wrapper"
 
     persistent_max: int = PERSISTENT_MAX
     max_r_block: int = MAX_R_BLOCK
@@ -156,10 +157,10 @@ class _WrapperBuilder:
     def on_node(self, node: Operation) -> None:
         for result in node.results:
             self.allocate(result)
-        layout = plan(node, self.options.persistent_max, self.options.max_r_block)
+        layout = layout_of(node, self.options.persistent_max, self.options.max_r_block)
         if any(g.numel == 0 for g in layout.groups if g.pid_axis is not None):
             return  # nothing to compute: the (empty) buffers are all there is
-        name = kernel_name(layout.config.kind, node.attrs.get("origins", []), len(self.kernels))
+        name = kernel_name(layout.config.kind, node.origins or [], len(self.kernels))
         kernel, args = build_kernel(node, layout, name, self.values, self.options.online_softmax)
         self.kernels.append(kernel)
         numels = {g.block: g.numel for g in layout.groups}
@@ -167,53 +168,19 @@ class _WrapperBuilder:
         self.add(Operation("triton.launch", args, {"grid": launch_grid}, symbol=name))
 
     def on_extern(self, op: Operation) -> None:
-        kwargs = {
-            k: map_values(v, self.values.__getitem__)
-            for k, v in op.attrs.items()
-            if k not in _DEP_ATTRS
-        }
-        args = map_values(op.args, self.values.__getitem__)
-        call = Operation(
-            "triton.extern",
-            args,
-            kwargs,
-            [r.type for r in op.results],
-            [r.name for r in op.results],
-            symbol=op.symbol,
-        )
-        self.add(call)
-        self.values.update(zip(op.results, call.results))
+        call = self.add(op.clone(self.values, "triton.extern"))
+        for key in _DEP_ATTRS:  # what scheduling knew; ATen needs only the call
+            call.del_attr(key)
 
-    def on_constant(self, op: Operation) -> None:
-        const = Operation(
-            "triton.constant_tensor",
-            [],
-            dict(op.attrs),
-            [op.result.type],
-            [op.result.name],
-            symbol=op.symbol,
-        )
-        self.values[op.result] = self.add(const).result
-
-    def on_reinterpret(self, op: Operation) -> None:
-        alias = Operation(
-            "triton.reinterpret",
-            [self.values[op.args[0]]],
-            dict(op.attrs),
-            [op.result.type],
-            [op.result.name],
-            loc=op.loc,
-        )
-        self.values[op.result] = self.add(alias).result
-
-    def on_output(self, op: Operation) -> None:
-        self.add(Operation("triton.output", map_values(op.args, self.values.__getitem__)))
+    def on_copy(self, op: Operation) -> None:
+        """A constant, an alias or the output: the same op in the triton dialect."""
+        self.add(op.clone(self.values, f"triton.{op.kind}"))
 
 
 _HANDLERS = {
     "scheduled.node": _WrapperBuilder.on_node,
     "scheduled.extern": _WrapperBuilder.on_extern,
-    "scheduled.constant_tensor": _WrapperBuilder.on_constant,
-    "scheduled.reinterpret": _WrapperBuilder.on_reinterpret,
-    "scheduled.output": _WrapperBuilder.on_output,
+    "scheduled.constant_tensor": _WrapperBuilder.on_copy,
+    "scheduled.reinterpret": _WrapperBuilder.on_copy,
+    "scheduled.output": _WrapperBuilder.on_copy,
 }

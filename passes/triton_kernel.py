@@ -17,11 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
+from mind.dialects.loops import Load
+from mind.dialects.reductions import REDUCTIONS
+from mind.dialects.scheduled import Reduction
 from mind.dialects.triton import (
     block_dim,
     broadcast_shapes,
     dtype_of,
-    neutral,
     ptr_dtype,
     ptr_type,
     shape_of,
@@ -29,24 +31,12 @@ from mind.dialects.triton import (
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.dtypes import DType
 from mind.ir.symbols import as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
 from .triton_layout import Group, Layout, size_symbols
 from .triton_online_softmax import fuse_online_softmax, online_combine, online_step
 from .triton_phases import Phases
-
-_ARG_REDUCTIONS = ("argmax", "argmin")
-#: the elementwise op that folds one more value into a looped accumulator
-_COMBINE = {
-    "sum": "add",
-    "prod": "mul",
-    "max": "maximum",
-    "min": "minimum",
-    "any": "logical_or",
-    "all": "logical_and",
-}
 
 
 @dataclass
@@ -89,7 +79,7 @@ class KernelBuilder:
             "constexprs": constexprs,
             "num_warps": layout.config.num_warps,
             "num_stages": layout.config.num_stages,
-            "origins": list(node.attrs.get("origins", [])),
+            "origins": list(node.origins or []),
         }
         self.kernel = Operation(
             "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))]
@@ -110,16 +100,16 @@ class KernelBuilder:
                 n += 1
 
     def _signature(self, buffers: dict[Value, Value]):
-        loads = [op.args[0] for op in self.node.body.ops if op.name == "scheduled.load"]
+        loads = [op.source for op in self.node.body.ops if isinstance(op, Load)]
         inputs = list(dict.fromkeys(loads))
         args, launch, ptrs = [], [], {}
         for i, value in enumerate(inputs):
             ptrs[value] = Value(f"in_ptr{i}", ptr_type(value.type.dtype))
             args.append(ptrs[value])
             launch.append(buffers[value])
-        for i, (write, result) in enumerate(zip(self.node.attrs["writes"], self.node.results)):
-            ptrs[write[0]] = Value(f"out_ptr{i}", ptr_type(result.type.dtype))
-            args.append(ptrs[write[0]])
+        for i, result in enumerate(self.node.results):
+            ptrs[result] = Value(f"out_ptr{i}", ptr_type(result.type.dtype))
+            args.append(ptrs[result])
             launch.append(buffers[result])
         idt = ScalarType(self.layout.index_dtype)
         for group in self.layout.groups:
@@ -282,28 +272,27 @@ class KernelBuilder:
                 for op in phases.closure(reductions + stores):
                     if op.results and op.result in top.values:
                         continue
-                    if op.name == "scheduled.reduction":
+                    if isinstance(op, Reduction):
                         top.values[op.result] = self.reduce_rows(top, op)
                     else:
                         self.translate(top, op)
         return self.kernel
 
     def translate(self, scope: Scope, op: Operation) -> None:
-        kind = op.name.split(".", 1)[1]
-        handler = getattr(self, f"on_{kind}", None)
+        handler = getattr(self, f"on_{op.kind}", None)
         if handler is not None:
             handler(scope, op)
             return
-        args = [scope.values[a] for a in op.args]
-        scope.values[op.result] = self.emit_op(scope, kind, args, op.result.type.dtype)
+        args = [scope.values[a] for a in op.operands]
+        scope.values[op.result] = self.emit_op(scope, op.kind, args, op.result.type.dtype)
 
     def on_load(self, scope: Scope, op: Operation) -> None:
-        src, index = op.args
-        offset = self.index(scope, index, op.attrs.get("indirect", ()))
+        src = op.source
+        offset = self.index(scope, op.index, op.indirect or ())
         mask = self.mask(scope, self.groups_of(offset))
         attrs = {}
-        if "mask" in op.attrs:
-            body_mask = scope.values[op.attrs["mask"]]
+        if op.mask is not None:
+            body_mask = scope.values[op.mask]
             mask = (
                 body_mask
                 if mask is None
@@ -311,8 +300,8 @@ class KernelBuilder:
             )
         if mask is not None:
             attrs["mask"] = mask
-            if "other" in op.attrs:
-                attrs["other"] = op.attrs["other"]
+            if op.other is not None:
+                attrs["other"] = op.other
         if self.eviction is not None:
             attrs["eviction_policy"] = self.eviction
         shape = broadcast_shapes(
@@ -323,9 +312,9 @@ class KernelBuilder:
         )
 
     def on_store(self, scope: Scope, op: Operation) -> None:
-        name, index, value = op.args
-        ptr = self.ptrs[name]
-        v = scope.values[value]
+        index = op.index
+        ptr = self.ptrs[op.buffer]
+        v = scope.values[op.value]
         if dtype_of(v) != ptr_dtype(ptr.type):
             v = self.emit(scope, "cast", [v], ptr_dtype(ptr.type), shape_of(v))
         offset = self.index(scope, index)
@@ -339,20 +328,20 @@ class KernelBuilder:
 
     def on_constant(self, scope: Scope, op: Operation) -> None:
         shape = (1,) * self.layout.groups[0].rank
-        scope.values[op.result] = self.full(scope, op.args[0], op.result.type.dtype, shape)
+        scope.values[op.result] = self.full(scope, op.value, op.result.type.dtype, shape)
 
     def on_index(self, scope: Scope, op: Operation) -> None:
-        scope.values[op.result] = self.index(scope, op.args[0], dtype=op.result.type.dtype)
+        scope.values[op.result] = self.index(scope, op.index, dtype=op.result.type.dtype)
 
     def on_cast(self, scope: Scope, op: Operation) -> None:
-        v = scope.values[op.args[0]]
+        v = scope.values[op.x]
         scope.values[op.result] = self.emit(scope, "cast", [v], op.result.type.dtype, shape_of(v))
 
     # -- reductions --------------------------------------------------------------------------
     def masked_input(self, scope: Scope, op: Operation, dtype) -> Value:
         """The reduction's input as a full block, masked lanes set to the neutral value."""
         full = self.layout.full_shape
-        v = scope.values[op.args[0]]
+        v = scope.values[op.value]
         if dtype_of(v) != dtype:
             v = self.emit(scope, "cast", [v], dtype, shape_of(v))
         if tuple(shape_of(v)) != full:
@@ -361,7 +350,7 @@ class KernelBuilder:
         if mask is None:
             return v
         other = self.full(
-            scope, neutral(op.attrs["reduction_type"], dtype), dtype, (1,) * len(full)
+            scope, REDUCTIONS[op.reduction_type].neutral(dtype), dtype, (1,) * len(full)
         )
         return self.emit_op(scope, "where", [mask, v, other], dtype)
 
@@ -374,28 +363,27 @@ class KernelBuilder:
         )
 
     def reduce_rows(self, scope: Scope, op: Operation) -> Value:
-        kind, rdt = op.attrs["reduction_type"], op.result.type.dtype
+        kind, rdt = REDUCTIONS[op.reduction_type], op.result.type.dtype
         xshape = self.layout.groups[0].shape
-        if kind in _ARG_REDUCTIONS:
-            v = self.masked_input(scope, op, op.args[0].type.dtype)
+        attrs = {"reduction_type": kind.name}
+        if kind.is_index:
+            v = self.masked_input(scope, op, op.value.type.dtype)
             index = self.emit(
                 scope, "broadcast_to", [self.r_index(scope)], dt.i64, self.layout.full_shape
             )
-            return self.emit(
-                scope, "reduce_index", [v, index, 1], rdt, xshape, {"reduction_type": kind}
-            )
-        v = self.masked_input(scope, op, dt.b8 if kind in ("any", "all") else rdt)
-        return self.emit(scope, "reduce", [v, 1], rdt, xshape, {"reduction_type": kind})
+            return self.emit(scope, "reduce_index", [v, index, 1], rdt, xshape, attrs)
+        v = self.masked_input(scope, op, kind.accumulator(op.value.type.dtype, rdt))
+        return self.emit(scope, "reduce", [v, 1], rdt, xshape, attrs)
 
     def loop(self, top: Scope, rbase: Value, phases: Phases, reductions, stores) -> None:
         """One r-loop: accumulators carried along r, reduced across the block after the loop."""
         full, idt = self.layout.full_shape, self.layout.index_dtype
         accs: list[tuple[Operation, list]] = []
         for op in reductions:
-            kind = op.attrs["reduction_type"]
-            vdt = self.acc_dtype(op)
-            inits = [self.full(top, neutral(kind, vdt), vdt, full)]
-            if kind in _ARG_REDUCTIONS:
+            kind = REDUCTIONS[op.reduction_type]
+            vdt = kind.accumulator(op.value.type.dtype, op.result.type.dtype)
+            inits = [self.full(top, kind.neutral(vdt), vdt, full)]
+            if kind.is_index:
                 inits.append(self.full(top, 0, dt.i64, full))
             accs.append((op, inits))
         inits = [v for _, vs in accs for v in vs]
@@ -418,7 +406,7 @@ class KernelBuilder:
         self.group_index(inner, self.layout.rgroup, block.args[0], rbase)
         targets = [op for op in reductions if op not in self.online] + stores
         for op in phases.closure(targets):
-            if op.name != "scheduled.reduction":
+            if not isinstance(op, Reduction):
                 if not (op.results and op.result in top.values):
                     self.translate(inner, op)
         nexts, i, steps = [], 0, {}
@@ -438,7 +426,7 @@ class KernelBuilder:
         i, outs = 0, {}
         for op, vs in accs:
             kind, rdt, out = (
-                op.attrs["reduction_type"],
+                REDUCTIONS[op.reduction_type],
                 op.result.type.dtype,
                 loop.results[i : i + len(vs)],
             )
@@ -450,31 +438,24 @@ class KernelBuilder:
                 continue
             xshape = self.layout.groups[0].shape
             args = [*out, 1]
-            name = "reduce_index" if kind in _ARG_REDUCTIONS else "reduce"
+            name = "reduce_index" if kind.is_index else "reduce"
             top.values[op.result] = self.emit(
-                top, name, args, rdt, xshape, {"reduction_type": kind}
+                top, name, args, rdt, xshape, {"reduction_type": kind.name}
             )
 
     def accumulate(self, scope: Scope, op: Operation, acc: list[Value], steps: dict) -> list:
         """A reduction's accumulators after one more block. `steps` keeps each plain one's
         (acc, input, new acc) for an online softmax sum to read its max's step."""
-        kind = op.attrs["reduction_type"]
+        kind = REDUCTIONS[op.reduction_type]
         if op in self.online:
             m, x, m_new = steps[self.online[op]]
             return [online_step(self, scope, acc[0], m, x, m_new)]
         value = self.masked_input(scope, op, dtype_of(acc[0]))
-        if kind in _ARG_REDUCTIONS:
-            return list(self.combine_index(scope, kind, acc, value, self.r_index(scope)))
-        new = self.emit_op(scope, _COMBINE[kind], [acc[0], value], dtype_of(acc[0]))
+        if kind.is_index:
+            return list(self.combine_index(scope, kind.name, acc, value, self.r_index(scope)))
+        new = self.emit_op(scope, kind.combine, [acc[0], value], dtype_of(acc[0]))
         steps[op] = (acc[0], value, new)
         return [new]
-
-    @staticmethod
-    def acc_dtype(op: Operation) -> DType:
-        kind = op.attrs["reduction_type"]
-        if kind in ("any", "all"):
-            return dt.b8
-        return op.args[0].type.dtype if kind in _ARG_REDUCTIONS else op.result.type.dtype
 
     def combine_index(self, scope: Scope, kind: str, acc, value: Value, index: Value):
         op = Operation(

@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from math import prod
 
 import sympy
+from mind.dialects.loops import Load
+from mind.dialects.scheduled import Node, Store
 from mind.ir import dtypes as dt
 from mind.ir.core import Operation
 from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
+from .deps import index_ops
 from .triton_heuristics import (
     LaunchConfig,
     cdiv,
@@ -85,18 +88,14 @@ def numel(sizes) -> IntLike:
 
 def size_symbols(node: Operation) -> list[sympy.Symbol]:
     """The size symbols a node's sizes and body expressions use, by name: kernel arguments."""
-    xs, rs = node.attrs["sizes"]
-    exprs = [*xs, *rs] + [a for op in node.body.ops for a in op.args if isinstance(a, sympy.Expr)]
+    xs, rs = node.sizes
+    exprs = [*xs, *rs] + [op.index for op in index_ops(node.body.ops)]
     found = set().union(*(sympy.sympify(e).free_symbols for e in exprs))
     return sorted((s for s in found if not _LOOP_VAR.match(s.name)), key=str)
 
 
 def _accesses(node: Operation) -> list[sympy.Expr]:
-    return [
-        sympy.sympify(op.args[1])
-        for op in node.body.ops
-        if op.name in ("scheduled.load", "scheduled.store")
-    ]
+    return [sympy.sympify(op.index) for op in node.body.ops if isinstance(op, Load | Store)]
 
 
 def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
@@ -125,9 +124,10 @@ def _is_inner(node: Operation, nx: int, nr: int) -> bool:
     return not any(_unit_stride(e, nx - 1) for e in loads) if nx else True
 
 
-def _index_dtype(node: Operation, count: IntLike) -> DType:
+def _index_dtype(node: Node, count: IntLike) -> DType:
+    """i64 once the iteration count or an output's extent reaches 2**31 or is symbolic."""
     extents = [count]
-    for value in [*node.operands, *node.results]:
+    for value in node.results:
         if isinstance(value.type, TensorType) and value.type.strides is not None:
             extents.append(
                 1 + sum((s - 1) * st for s, st in zip(value.type.shape, value.type.strides))
@@ -138,8 +138,9 @@ def _index_dtype(node: Operation, count: IntLike) -> DType:
     return dt.i64 if max(extents) >= 2**31 else dt.i32
 
 
-def plan(node: Operation, persistent_max: int, max_r_block: int) -> Layout:
-    xs, rs = (list(s) for s in node.attrs["sizes"])
+def layout_of(node: Node, persistent_max: int, max_r_block: int) -> Layout:
+    """How `node` maps onto a kernel's program (see the module docstring)."""
+    xs, rs = (list(s) for s in node.sizes)
     nx, nr = len(xs), len(rs)
     idt = _index_dtype(node, numel([*xs, *rs]))
     x_dims = tuple(range(nx))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mind.dialects.scheduled import Reduction
 from mind.dialects.triton import dtype_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value
@@ -43,21 +44,21 @@ def _online_max(phases: Phases, op: Operation) -> Operation | None:
     """The max reduction whose result `op`, a sum, reads through exp(v' - max), else None."""
     if not _is_reduction(op, "sum"):
         return None
-    exp = phases.defs.get(op.args[0])
-    sub = phases.defs.get(exp.args[0]) if exp is not None and exp.name == "scheduled.exp" else None
+    exp = phases.defs.get(op.value)
+    sub = phases.defs.get(exp.x) if exp is not None and exp.name == "scheduled.exp" else None
     if sub is None or sub.name != "scheduled.sub":
         return None
-    value, top = sub.args[0], phases.defs.get(sub.args[1])
+    value, top = sub.a, phases.defs.get(sub.b)
     if top is None or not _is_reduction(top, "max"):
         return None
-    dtypes = {v.type.dtype for v in (top.args[0], top.result, value, op.result)}
+    dtypes = {v.type.dtype for v in (top.value, top.result, value, op.result)}
     if len(dtypes) != 1 or not dtypes.pop().is_floating_point:
         return None
-    return top if _same(value, top.args[0], phases.defs) else None
+    return top if _same(value, top.value, phases.defs) else None
 
 
 def _is_reduction(op: Operation, kind: str) -> bool:
-    return op.name == "scheduled.reduction" and op.attrs["reduction_type"] == kind
+    return isinstance(op, Reduction) and op.reduction_type == kind
 
 
 def _same(a, b, defs: dict[Value, Operation]) -> bool:
@@ -73,7 +74,7 @@ def _same(a, b, defs: dict[Value, Operation]) -> bool:
             and x.results.index(a) == y.results.index(b)
             and [r.type for r in x.results] == [r.type for r in y.results]
             and _same(x.args, y.args, defs)
-            and _same(x.attrs, y.attrs, defs)
+            and _same(dict(x.attrs), dict(y.attrs), defs)
         )
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return len(a) == len(b) and all(_same(u, v, defs) for u, v in zip(a, b))

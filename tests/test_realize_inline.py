@@ -112,7 +112,7 @@ def test_seed_from_capture():
     assert node.result.name == "buf0" and node.name == "loops.reduction"
     assert node.attrs["origins"] == ["add", "mul", "relu", "sum"]
     assert SEED_INLINED_BODY in print_module(out)
-    assert output.args == [node.result]
+    assert output.values == (node.result,)
 
 
 def test_realize_option_errors():

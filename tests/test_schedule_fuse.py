@@ -50,7 +50,6 @@ def _memory(t: torch.Tensor) -> torch.Tensor:
 def _run_node(op: Operation, env: dict) -> None:
     xs, rs = ([int(s) for s in sizes] for sizes in op.attrs["sizes"])
     body = Body(env, _grid(xs + rs))
-    buffers = {v.name: v for v in op.results}
     for value in op.results:
         t = value.type
         env[value] = torch.empty_strided(t.shape, t.strides, dtype=to_torch(t.dtype))
@@ -62,8 +61,8 @@ def _run_node(op: Operation, env: dict) -> None:
             out = REDUCTIONS[inner.attrs["reduction_type"]](x, dtype).to(to_torch(dtype))
             body.values[inner.result] = out.reshape(*xs, *[1] * len(rs))
         elif kind == "store":
-            name, index, value = inner.args
-            target = env[buffers[name]]
+            buffer, index, value = inner.args
+            target = env[buffer]
             idx, val = torch.broadcast_tensors(
                 torch.as_tensor(index_value(index, body.grid)), body.arg(value)
             )

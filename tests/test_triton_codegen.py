@@ -26,7 +26,7 @@ def graph(args: str, body: str, out: str = "%buf0") -> str:
 
 def node(sizes, origins, result, writes, body) -> str:
     return (
-        f"  %buf0 = scheduled.node @op0 {{sizes = {sizes}, origins = {origins}, "
+        f"  %buf0 = scheduled.node @op0 {{sizes = {sizes}, device = cpu, origins = {origins}, "
         f"writes = {writes}, met = [], unmet = []}} : {result} {{\n{body}\n  }}"
     )
 
@@ -51,13 +51,13 @@ ADD_RELU = graph(
         "([1000], [])",
         '["add", "relu"]',
         "f32[1000][1]cpu",
-        '[("buf0", c0, {c0: 1000})]',
+        "[(%buf0, c0, {c0: 1000})]",
         """
     %0 = scheduled.load(%arg0_1, p0) : f32
     %1 = scheduled.load(%arg1_1, p0) : f32
     %2 = scheduled.add(%0, %1) : f32
     %3 = scheduled.relu(%2) : f32
-    scheduled.store("buf0", p0, %3)""",
+    scheduled.store(%buf0, p0, %3)""",
     ),
 )
 
@@ -76,7 +76,7 @@ SOFTMAX = graph(
         "([8], [100])",
         '["amax", "div", "exp", "sub", "sum"]',
         "f32[8, 100][100, 1]cpu",
-        '[("buf0", c0, {c0: 800})]',
+        "[(%buf0, c0, {c0: 800})]",
         """
     %0 = scheduled.load(%arg0_1, 100*p0 + p1) : f32
     %1 = scheduled.reduction(%0) {reduction_type = "max"} : f32
@@ -84,7 +84,7 @@ SOFTMAX = graph(
     %3 = scheduled.exp(%2) : f32
     %4 = scheduled.reduction(%3) {reduction_type = "sum"} : f32
     %5 = scheduled.truediv(%3, %4) : f32
-    scheduled.store("buf0", 100*p0 + p1, %5)""",
+    scheduled.store(%buf0, 100*p0 + p1, %5)""",
     ),
 )
 
@@ -118,7 +118,7 @@ def fused_softmax(log: bool) -> str:
             "([6], [100])",
             '["amax", "exp", "sub", "sum"]',
             "f32[6, 100][100, 1]cpu",
-            '[("buf0", c0, {c0: 600})]',
+            "[(%buf0, c0, {c0: 600})]",
             f"""
     %0 = scheduled.load(%arg0_1, 100*p0 + p1) : f32
     %1 = scheduled.reduction(%0) {{reduction_type = "max"}} : f32
@@ -128,7 +128,7 @@ def fused_softmax(log: bool) -> str:
     %5 = scheduled.reduction(%4) {{reduction_type = "sum"}} : f32
     %6 = scheduled.load(%arg0_1, 100*p0 + p1) : f32
     %7 = scheduled.sub(%6, %1) : f32{tail}
-    scheduled.store("buf0", 100*p0 + p1, %9)""",
+    scheduled.store(%buf0, 100*p0 + p1, %9)""",
         ),
     )
 
@@ -164,11 +164,11 @@ COLUMN_SUM = graph(
         "([48], [64])",
         '["sum"]',
         "f32[48][1]cpu",
-        '[("buf0", c0, {c0: 48})]',
+        "[(%buf0, c0, {c0: 48})]",
         """
     %0 = scheduled.load(%arg0_1, p0 + 48*p1) : f32
     %1 = scheduled.reduction(%0) {reduction_type = "sum"} : f32
-    scheduled.store("buf0", p0, %1)""",
+    scheduled.store(%buf0, p0, %1)""",
     ),
 )
 
@@ -189,11 +189,11 @@ ARGMAX = graph(
         "([6], [50])",
         '["argmax"]',
         "i64[6][1]cpu",
-        '[("buf0", c0, {c0: 6})]',
+        "[(%buf0, c0, {c0: 6})]",
         """
     %0 = scheduled.load(%arg0_1, 50*p0 + p1) : f32
     %1 = scheduled.reduction(%0) {reduction_type = "argmax"} : i64
-    scheduled.store("buf0", p0, %1)""",
+    scheduled.store(%buf0, p0, %1)""",
     ),
 )
 
@@ -212,12 +212,12 @@ TRANSPOSE_ADD = graph(
         "([32, 48], [])",
         '["add"]',
         "f32[32, 48][48, 1]cpu",
-        '[("buf0", c0, {c0: 1536})]',
+        "[(%buf0, c0, {c0: 1536})]",
         """
     %0 = scheduled.load(%arg0_1, 48*p0 + p1) : f32
     %1 = scheduled.load(%arg1_1, p0 + 32*p1) : f32
     %2 = scheduled.add(%0, %1) : f32
-    scheduled.store("buf0", 48*p0 + p1, %2)""",
+    scheduled.store(%buf0, 48*p0 + p1, %2)""",
     ),
 )
 
@@ -236,13 +236,13 @@ BF16 = graph(
         "([4], [64])",
         '["sum"]',
         "bf16[4][1]cpu",
-        '[("buf0", c0, {c0: 4})]',
+        "[(%buf0, c0, {c0: 4})]",
         """
     %0 = scheduled.load(%arg0_1, 64*p0 + p1) : bf16
     %1 = scheduled.cast(%0) : f32
     %2 = scheduled.reduction(%1) {reduction_type = "sum"} : f32
     %3 = scheduled.cast(%2) : bf16
-    scheduled.store("buf0", p0, %3)""",
+    scheduled.store(%buf0, p0, %3)""",
     ),
 )
 
@@ -260,7 +260,7 @@ VAR = graph(
         "([5], [40])",
         '["mean", "sub", "sum", "var"]',
         "f32[5][1]cpu",
-        '[("buf0", c0, {c0: 5})]',
+        "[(%buf0, c0, {c0: 5})]",
         """
     %0 = scheduled.load(%arg0_1, 40*p0 + p1) : f32
     %1 = scheduled.reduction(%0) {reduction_type = "sum"} : f32
@@ -270,7 +270,7 @@ VAR = graph(
     %5 = scheduled.mul(%4, %4) : f32
     %6 = scheduled.reduction(%5) {reduction_type = "sum"} : f32
     %7 = scheduled.truediv(%6, %2) : f32
-    scheduled.store("buf0", p0, %7)""",
+    scheduled.store(%buf0, p0, %7)""",
     ),
 )
 
@@ -283,17 +283,17 @@ def test_two_pass_var(pipeline):
 
 
 CHAIN = """scheduled.graph @g(%arg0_1: f32[256][1]cpu) {
-  %buf0 = scheduled.node @op0 {sizes = ([256], []), origins = ["add"], writes = [("buf0", c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu {
+  %buf0 = scheduled.node @op0 {sizes = ([256], []), device = cpu, origins = ["add"], writes = [(%buf0, c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu {
     %0 = scheduled.load(%arg0_1, p0) : f32
     %1 = scheduled.exp(%0) : f32
-    scheduled.store("buf0", p0, %1)
+    scheduled.store(%buf0, p0, %1)
   }
-  %buf1 = scheduled.extern @aten.cumsum.default(%buf0, 0) {origins = ["cumsum"], writes = [("buf1", c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu
-  %buf2 = scheduled.node @op2 {sizes = ([256], []), origins = ["mul"], writes = [("buf2", c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu {
+  %buf1 = scheduled.extern @aten.cumsum.default(%buf0, 0) {origins = ["cumsum"], writes = [(%buf1, c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu
+  %buf2 = scheduled.node @op2 {sizes = ([256], []), device = cpu, origins = ["mul"], writes = [(%buf2, c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu {
     %0 = scheduled.load(%buf1, p0) : f32
     %1 = scheduled.constant(2.0) : f32
     %2 = scheduled.mul(%0, %1) : f32
-    scheduled.store("buf2", p0, %2)
+    scheduled.store(%buf2, p0, %2)
   }
   scheduled.output(%buf2)
 }
@@ -326,11 +326,11 @@ MOD = graph(
         "([6], [])",
         '["mod"]',
         "i64[6][1]cpu",
-        '[("buf0", c0, {c0: 6})]',
+        "[(%buf0, c0, {c0: 6})]",
         """    %0 = scheduled.load(%arg0_1, p0) : i64
     %1 = scheduled.load(%arg1_1, p0) : i64
     %2 = scheduled.mod(%0, %1) : i64
-    scheduled.store("buf0", p0, %2)""",
+    scheduled.store(%buf0, p0, %2)""",
     ),
 )
 

@@ -1,0 +1,84 @@
+"""Reduction kinds: one table, one row per kind, read by the lowering (what a body yields), the
+verifiers (kinds and dtypes), the evaluator (the torch reference), the kernel builder (neutral
+value, combine op, accumulator dtype) and the Triton emitter (the template of `triton.reduce`).
+
+Three families share the table: plain kinds fold values with a scalar op (sum, prod, max, min);
+logical kinds fold b8 (any, all); index kinds find the position of the best value (argmax,
+argmin: the result is i64, the accumulator a (value, index) pair).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mind.ir import dtypes as dt
+from mind.ir.dtypes import DType
+
+
+@dataclass(frozen=True)
+class Reduction:
+    name: str
+    #: the scalar op that folds one more value into an accumulator (for index kinds, the one
+    #: that picks the better value: `maximum` for argmax)
+    combine: str
+    #: the neutral element: "zero", "one", "lowest" or "highest" of the accumulator dtype
+    neutral_of: str
+    #: the torch.Tensor method reducing the last dim (the evaluator's reference)
+    torch: str
+    #: Python for `triton.reduce(value, axis)` over {v}, {axis}, {dt}; for index kinds the
+    #: triton_helpers function of `triton.reduce_index`
+    triton: str
+    #: "plain", "logical" (reads and accumulates b8) or "index" (yields the position, i64)
+    family: str = "plain"
+    #: f16/bf16 accumulate in f32, as eager's kernels do
+    upcast: bool = False
+
+    @property
+    def is_index(self) -> bool:
+        return self.family == "index"
+
+    @property
+    def is_logical(self) -> bool:
+        return self.family == "logical"
+
+    def yield_dtype(self, result: DType) -> DType | None:
+        """What a loops reduction body yields for a result of `result` dtype: b8 for logical
+        kinds, the value as is (None: any dtype) for index kinds, the result dtype otherwise."""
+        if self.is_logical:
+            return dt.b8
+        return None if self.is_index else result
+
+    def accumulator(self, value: DType, result: DType) -> DType:
+        """The dtype an r-loop accumulates in, given the reduced value's and the result's."""
+        if self.is_logical:
+            return dt.b8
+        return value if self.is_index else result
+
+    def neutral(self, dtype: DType) -> float | int | bool:
+        """The value a masked lane contributes: it leaves the reduction unchanged."""
+        if dtype == dt.b8:
+            return self.neutral_of in ("one", "highest")
+        table = {"zero": 0, "one": 1, "lowest": dt.lowest(dtype), "highest": dt.highest(dtype)}
+        return dt.literal(table[self.neutral_of], dtype)
+
+
+REDUCTIONS: dict[str, Reduction] = {
+    r.name: r
+    for r in (
+        Reduction("sum", "add", "zero", "sum", "tl.sum({v}, {axis}, keep_dims=True).to({dt})",
+                  upcast=True),
+        Reduction("prod", "mul", "one", "prod", "triton_helpers.prod({v}, {axis}).to({dt})",
+                  upcast=True),
+        Reduction("max", "maximum", "lowest", "amax", "tl.max({v}, {axis}, keep_dims=True)"),
+        Reduction("min", "minimum", "highest", "amin", "tl.min({v}, {axis}, keep_dims=True)"),
+        Reduction("argmax", "maximum", "lowest", "argmax", "argmax", family="index"),
+        Reduction("argmin", "minimum", "highest", "argmin", "argmin", family="index"),
+        Reduction("any", "logical_or", "zero", "any",
+                  "tl.max({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical"),
+        Reduction("all", "logical_and", "one", "all",
+                  "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical"),
+    )
+}  # fmt: skip
+
+#: every kind's name, in table order
+KINDS = tuple(REDUCTIONS)
