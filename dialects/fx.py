@@ -1,7 +1,7 @@
 """The fx dialect: the graph Dynamo hands a backend, with Python-level call targets.
 
     fx.graph @graph0 {guards = ["TENSOR_MATCH: L['a']"]} {
-      %l_a_ = fx.placeholder @L_a_() : f32[4, 128][128, 1]cpu
+      %l_a_ = fx.placeholder @L_a_ : f32[4, 128][128, 1]cpu
       %add = fx.call_function @operator.add(%l_a_, %l_b_) : f32[4, 128][128, 1]cpu
       %sum_1 = fx.call_method @sum(%mul) {dim = -1} : f32[4][1]cpu
       fx.output((%sum_1,))

@@ -15,7 +15,10 @@ from typing import Any
 import sympy
 import torch
 from mind.dialects.aten import overload
+from mind.dialects.common import Call, ConstantTensor, Reinterpret
+from mind.dialects.loops import Cast, Constant, Index, Load, Reduction, View, Yield
 from mind.dialects.pyobjects import from_attr
+from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.torch_types import from_torch, to_torch
 from mind.ir import dtypes as dt
@@ -115,17 +118,9 @@ def index_value(expr: Any, env: Bindings) -> Any:
 
 # -- body ops -----------------------------------------------------------------------------------
 
-#: torch's names where they differ; `mod` is Python's (sympy's Mod), as `remainder`
-_TORCH_NAMES = {
-    "truediv": "true_divide",
-    "floordiv": "floor_divide",
-    "mod": "remainder",
-    "lshift": "bitwise_left_shift",
-    "rshift": "bitwise_right_shift",
-}
-#: scalar op name -> the torch function computing it elementwise
+#: scalar op name -> the torch function computing it elementwise (the table's reference)
 SCALAR_FUNCTIONS: dict[str, Callable] = {
-    name: getattr(torch, _TORCH_NAMES.get(name, name)) for name in SCALAR_OPS
+    name: getattr(torch, spec.torch) for name, spec in SCALAR_OPS.items()
 }
 
 
@@ -170,11 +165,10 @@ class Body:
 
     def run(self, op: Operation) -> torch.Tensor:
         for inner in op.body.ops:
-            kind = inner.name.split(".", 1)[1]
-            if kind == "yield":
-                return self.values[inner.args[0]]
+            if isinstance(inner, Yield):
+                return self.values[inner.value]
             try:
-                result = _BODY_OPS.get(kind, Body.scalar)(self, inner)
+                result = _BODY_OPS.get(inner.kind, Body.scalar)(self, inner)
             except MindError as exc:
                 raise (exc if exc.loc else MindError(str(exc), inner.loc)) from None
             except (RuntimeError, IndexError, TypeError) as exc:
@@ -186,41 +180,39 @@ class Body:
         return self.values[x] if isinstance(x, Value) else x
 
     def scalar(self, op: Operation) -> torch.Tensor:
-        fn = SCALAR_FUNCTIONS.get(op.name.split(".", 1)[1])
+        fn = SCALAR_FUNCTIONS.get(op.kind)
         if fn is None:
             raise MindError(f"the evaluator does not know '{op.name}'", op.loc)
-        return fn(*(self.arg(a) for a in op.args)).to(to_torch(op.result.type.dtype))
+        return fn(*(self.values[v] for v in op.operands)).to(to_torch(op.result.type.dtype))
 
-    def load(self, op: Operation) -> torch.Tensor:
-        src, index = op.args
+    def load(self, op: Load) -> torch.Tensor:
         dtype = to_torch(op.result.type.dtype)
         bindings = dict(self.grid)
-        for i, v in enumerate(op.attrs.get("indirect") or []):
-            bindings[sym(f"i{i}")] = self.arg(v)
+        for i, v in enumerate(op.indirect or []):
+            bindings[sym(f"i{i}")] = self.values[v]
+        index = op.index
         index = (
             [index_value(e, bindings) for e in index]
             if isinstance(index, list)
             else index_value(index, bindings)
         )
-        mask = self.arg(op.attrs.get("mask"))
-        value = _gather(self.env[src], index, mask)
+        mask = self.arg(op.mask)
+        value = _gather(self.env[op.source], index, mask)
         if mask is not None:
-            other = op.attrs.get("other")
+            other = op.other
             value = torch.where(
                 mask, value, torch.tensor(0 if other is None else other, dtype=dtype)
             )
         return value.to(dtype)
 
-    def constant(self, op: Operation) -> torch.Tensor:
-        return torch.tensor(op.args[0], dtype=to_torch(op.result.type.dtype))
+    def constant(self, op: Constant) -> torch.Tensor:
+        return torch.tensor(op.value, dtype=to_torch(op.result.type.dtype))
 
-    def index(self, op: Operation) -> torch.Tensor:
-        return torch.as_tensor(index_value(op.args[0], self.grid)).to(
-            to_torch(op.result.type.dtype)
-        )
+    def index(self, op: Index) -> torch.Tensor:
+        return torch.as_tensor(index_value(op.index, self.grid)).to(to_torch(op.result.type.dtype))
 
-    def cast(self, op: Operation) -> torch.Tensor:
-        return self.arg(op.args[0]).to(to_torch(op.result.type.dtype))
+    def cast(self, op: Cast) -> torch.Tensor:
+        return self.values[op.x].to(to_torch(op.result.type.dtype))
 
 
 _BODY_OPS: dict[str, Callable[[Body, Operation], torch.Tensor]] = {
@@ -261,73 +253,56 @@ def _pointwise(op: Operation, env: Env) -> list[torch.Tensor]:
     return [torch.broadcast_to(value, sizes).to(to_torch(t.dtype)).contiguous()]
 
 
-def _sum(x: torch.Tensor, dtype: DType) -> torch.Tensor:
-    """Low-precision floats accumulate in f32, as eager kernels do."""
-    acc = torch.float32 if dtype in (dt.f16, dt.bf16) else None
-    return x.sum(-1, dtype=acc)
+def reduce_last(kind: str, x: torch.Tensor, dtype: DType) -> torch.Tensor:
+    """Reduce the last (flattened reduction) dim of `x` into a result of `dtype` by the kind's
+    torch reference (dialects/reductions.py); low-precision floats accumulate in f32."""
+    row = REDUCTIONS[kind]
+    if row.is_logical:
+        x = x.bool()
+    upcast = dt.upcast(dtype)
+    kwargs = {"dtype": to_torch(upcast)} if row.upcast and upcast != dtype else {}
+    return getattr(x, row.torch)(-1, **kwargs).to(to_torch(dtype))
 
 
-def _prod(x: torch.Tensor, dtype: DType) -> torch.Tensor:
-    acc = torch.float32 if dtype in (dt.f16, dt.bf16) else None
-    return x.prod(-1, dtype=acc)
-
-
-#: reduction_type -> reduce the last (flattened reduction) dim
-REDUCTIONS: dict[str, Callable[[torch.Tensor, DType], torch.Tensor]] = {
-    "sum": _sum,
-    "prod": _prod,
-    "max": lambda x, dt: x.amax(-1),
-    "min": lambda x, dt: x.amin(-1),
-    "argmax": lambda x, dt: x.argmax(-1),
-    "argmin": lambda x, dt: x.argmin(-1),
-    "any": lambda x, dt: x.bool().any(-1),
-    "all": lambda x, dt: x.bool().all(-1),
-}
-
-
-def _reduction(op: Operation, env: Env) -> list[torch.Tensor]:
+def _reduction(op: Reduction, env: Env) -> list[torch.Tensor]:
     t = op.result.type
     sizes = _sizes(t, op)
-    ranges = [int(r) for r in op.attrs["reduction_ranges"]]
-    kind = op.attrs["reduction_type"]
-    if kind not in REDUCTIONS:
-        raise MindError(f"unknown reduction_type '{kind}'", op.loc)
+    ranges = [int(r) for r in op.reduction_ranges]
     value = Body(env, _grid(sizes + ranges)).run(op)
     value = torch.broadcast_to(value, sizes + ranges).reshape(*sizes, math.prod(ranges))
-    return [REDUCTIONS[kind](value, t.dtype).to(to_torch(t.dtype))]
+    return [reduce_last(op.reduction_type, value, t.dtype)]
 
 
-def _view(op: Operation, env: Env) -> list[torch.Tensor]:
-    src, index = op.args
+def _view(op: View, env: Env) -> list[torch.Tensor]:
     sizes = _sizes(op.result.type, op)
     grid = _grid(sizes)
     try:
-        value = _gather(env[src], [index_value(e, grid) for e in index], None)
+        value = _gather(env[op.source], [index_value(e, grid) for e in op.index], None)
     except IndexError as exc:
         raise MindError(f"'{op.name}' reads out of range: {exc}", op.loc) from exc
     return [torch.broadcast_to(value, sizes).contiguous()]
 
 
-def _aten_call(op: Operation, env: Env) -> list[Any]:
+def _aten_call(op: Call, env: Env) -> list[Any]:
     target = overload(op.symbol or "")
     if target is None:
         raise MindError(f"'@{op.symbol}' is not an ATen overload", op.loc)
     names = {a.name for a in target._schema.arguments}
-    args = from_attr(op.args, env)
+    args = from_attr(op.values, env)
     kwargs = from_attr({k: v for k, v in op.attrs.items() if k in names}, env)
     out = target(*args, **kwargs)
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
-def _reinterpret(op: Operation, env: Env) -> list[torch.Tensor]:
-    src, t = env[op.args[0]], op.result.type
+def _reinterpret(op: Reinterpret, env: Env) -> list[torch.Tensor]:
+    src, t = env[op.buffer], op.result.type
     sizes, strides = _sizes(t, op), [int(s) for s in t.strides]
-    return [src.as_strided(sizes, strides, src.storage_offset() + int(op.attrs["offset"]))]
+    return [src.as_strided(sizes, strides, src.storage_offset() + int(op.offset))]
 
 
-def _constant_tensor(op: Operation, env: Env) -> list[torch.Tensor]:
+def _constant_tensor(op: ConstantTensor, env: Env) -> list[torch.Tensor]:
     t = op.result.type
-    return [torch.tensor(op.attrs["data"], dtype=to_torch(t.dtype)).reshape(_sizes(t, op))]
+    return [torch.tensor(op.data, dtype=to_torch(t.dtype)).reshape(_sizes(t, op))]
 
 
 #: node op -> its result tensors (before realized results are laid out)
@@ -377,7 +352,7 @@ def evaluate(graph_op: Operation, inputs: list[torch.Tensor]) -> list:
     env = _bind_inputs(graph_op, inputs)
     for op in graph_op.body.ops:
         if op.name == "loops.output":
-            return list(map_values(op.args, lambda v: env[v]))
+            return list(map_values(op.values, lambda v: env[v]))
         if op.name not in NODES:
             raise MindError(f"the evaluator does not know the node '{op.name}'", op.loc)
         for value, data in zip(op.results, NODES[op.name](op, env)):

@@ -108,29 +108,29 @@ SCALAR_OPS: dict[str, ScalarOp] = {
 }
 
 
-def op_classes(operands: Constraint) -> dict[int, type[Op]]:
+def op_classes(operands: Constraint, results: Constraint) -> dict[int, type[Op]]:
     """The op class of each arity, over values of the `operands` types (scalars in loop bodies,
     blocks or scalars in kernels)."""
 
     class Unary(Op):
         x = operand(operands)
-        result = result(operands)
+        result = result(results)
 
     class Binary(Op):
         a = operand(operands)
         b = operand(operands)
-        result = result(operands)
+        result = result(results)
 
     class Where(Op):
         condition = operand(operands)
         a = operand(operands)
         b = operand(operands)
-        result = result(operands)
+        result = result(results)
 
     return {1: Unary, 2: Binary, 3: Where}
 
 
-_BODY_CLASSES = op_classes(SCALAR)
+_BODY_CLASSES = op_classes(SCALAR, SCALAR)
 
 
 def result_dtype(op: Operation, dtypes: list[dt.DType]) -> dt.DType:
@@ -163,7 +163,8 @@ def register_scalar_ops(
     dialect: Dialect,
     classes: dict[int, type[Op]] = _BODY_CLASSES,
     verify: Verifier = _verify_scalar,
+    summary: str = "A scalar op: operands of one dtype, the result of it (b8 for predicates)",
 ) -> None:
     """Register every scalar op under `dialect`'s prefix (`loops.add`, `scheduled.add`, ...)."""
     for spec in SCALAR_OPS.values():
-        dialect.add(spec.name, classes[spec.arity], verify=verify)
+        dialect.add(spec.name, classes[spec.arity], verify=verify, summary=summary)

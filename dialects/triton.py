@@ -18,10 +18,10 @@ from mind.ir.constraints import (
     INT,
     LAID_OUT,
     NUMBER,
-    OPAQUE,
     SCALAR,
     STR,
     TENSOR,
+    Constraint,
     dict_of,
     dtype_is,
     list_of,
@@ -34,7 +34,7 @@ from mind.ir.dtypes import DTYPES, DType
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result, var_args, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 from mind.ir.symbols import IntLike, sym
-from mind.ir.types import OpaqueType, ScalarType, TensorType, Type
+from mind.ir.types import OpaqueType, TensorType, Type
 
 from .common import Call, add_graph_ops, add_memory_ops
 from .loops import ORIGINS
@@ -85,10 +85,8 @@ def shape_of(value: Value) -> tuple:
 
 
 def dtype_of(value: Value) -> DType:
-    t = value.type
-    if isinstance(t, TensorType | ScalarType):
-        return t.dtype
-    raise VerifyError(f"'%{value.name}' of type {t} is not a block or scalar")
+    """The element dtype of a block or scalar value."""
+    return value.type.dtype
 
 
 def _check_shape(op: Operation, values: list[Value], result: TensorType) -> None:
@@ -99,6 +97,8 @@ def _check_shape(op: Operation, values: list[Value], result: TensorType) -> None
         )
 
 
+#: a pointer kernel argument, `!ptr<f32>`
+POINTER = Constraint("!ptr<dtype>", lambda t: ptr_dtype(t) is not None)
 #: a kernel value: a block (`f32[XBLOCK, 1]`, `i32[]`) or a scalar argument (`%xnumel: i32`)
 BLOCK = TENSOR | SCALAR
 MASK = value(dtype_is(dt.b8))
@@ -169,7 +169,7 @@ def _verify_index(op: IndexOp) -> None:
 class Load(Op):
     """tl.load(ptr + offset, mask, other, eviction_policy)"""
 
-    ptr = operand(OPAQUE)
+    ptr = operand(POINTER)
     offset = operand(BLOCK)
     mask = opt_attr(MASK)
     other = opt_attr(NUMBER)
@@ -177,15 +177,8 @@ class Load(Op):
     result = result(TENSOR)
 
 
-def _pointee(op: Operation, ptr: Value, verb: str) -> DType:
-    dtype = ptr_dtype(ptr.type)
-    if dtype is None:
-        raise VerifyError(f"'{op.name}' {verb} through a !ptr<dt> kernel argument", op.loc)
-    return dtype
-
-
 def _verify_load(op: Load) -> None:
-    dtype = _pointee(op, op.ptr, "reads")
+    dtype = ptr_dtype(op.ptr.type)
     if op.result.type.dtype != dtype:
         raise VerifyError(f"type mismatch: load of {dtype} declared {op.result.type.dtype}", op.loc)
     _check_shape(op, [v for v in (op.offset, op.mask) if v is not None], op.result.type)
@@ -194,14 +187,14 @@ def _verify_load(op: Load) -> None:
 class Store(Op):
     """tl.store(ptr + offset, value, mask)"""
 
-    ptr = operand(OPAQUE)
+    ptr = operand(POINTER)
     offset = operand(BLOCK)
     value = operand(BLOCK)
     mask = opt_attr(MASK)
 
 
 def _verify_store(op: Store) -> None:
-    dtype = _pointee(op, op.ptr, "writes")
+    dtype = ptr_dtype(op.ptr.type)
     if dtype_of(op.value) != dtype:
         raise VerifyError(
             f"type mismatch: store of {dtype_of(op.value)} to a {dtype} pointer", op.loc
@@ -363,7 +356,12 @@ TRITON.add("store", Store, verify=_verify_store)
 TRITON.add("full", Full)
 TRITON.add("cast", Convert, summary="value.to(dtype)")
 TRITON.add("broadcast_to", Convert, summary="tl.broadcast_to the result shape")
-register_scalar_ops(TRITON, op_classes(BLOCK), _verify_elementwise)
+register_scalar_ops(
+    TRITON,
+    op_classes(BLOCK, TENSOR),
+    _verify_elementwise,
+    "A scalar op on blocks: the scalar dtype rule, shapes broadcast",
+)
 TRITON.add("reduce", Reduce, verify=_reduction_family(index=False))
 TRITON.add("reduce_index", ReduceIndex, verify=_reduction_family(index=True))
 TRITON.add("combine_index", CombineIndex, verify=_reduction_family(index=True))

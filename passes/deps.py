@@ -57,6 +57,16 @@ def product(sizes: list[IntLike]) -> IntLike:
     return as_int_like(sympy.Mul(*sizes)) if sizes else 1
 
 
+#: what a size symbol counts as when a heuristic needs a number (Inductor's default size hint)
+SIZE_HINT = 8192
+
+
+def size_hint(size: IntLike) -> int:
+    """`size` with each symbol at SIZE_HINT: for estimating bytes and choosing configs."""
+    size = sympy.sympify(size)
+    return int(size.subs({s: SIZE_HINT for s in size.free_symbols}))
+
+
 # -- MemoryDeps --------------------------------------------------------------------------------
 def _dep(buffer: Value, index: IntLike, ranges: list[IntLike]) -> Dep:
     """A dep over `ranges`, with the body's p vars renamed d vars."""

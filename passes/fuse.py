@@ -13,27 +13,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.types import TensorType
 
-from .deps import equal, product, readers, reads, set_node_deps
+from .deps import equal, product, readers, reads, set_node_deps, size_hint
 from .iteration import Join, join
 from .loops_utils import substitute
 from .manager import GraphPass
 from .schedule import copy_body_op, renumber
 
-#: the value symbolic sizes take when estimating bytes (Inductor uses size hints)
-BYTES_SIZE_HINT = 8192
-
 
 def nbytes(value: Value) -> int:
+    """The buffer's size in bytes, symbolic sizes counted at their size hint."""
     t = value.type
     assert isinstance(t, TensorType)
-    numel = sympy.sympify(product(list(t.shape)))
-    return int(numel.subs({s: BYTES_SIZE_HINT for s in numel.free_symbols})) * t.dtype.itemsize
+    return size_hint(product(list(t.shape))) * t.dtype.itemsize
 
 
 def score(a: Node, b: Node, block: Block, read_sets) -> int:

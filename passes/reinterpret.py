@@ -23,7 +23,7 @@ Strides = tuple[IntLike, ...]
 
 
 @dataclass(frozen=True)
-class Layout:
+class ViewLayout:
     """Where a view's element `[p0, ...]` lies: `offset + sum(strides[i] * p_i)` elements past
     its buffer's first element."""
 
@@ -32,7 +32,7 @@ class Layout:
     offset: IntLike
 
 
-def view_layout(value: Value, base_strides: Strides) -> Layout | None:
+def view_layout(value: Value, base_strides: Strides) -> ViewLayout | None:
     """The layout of view chain `value` over the tensor underneath, laid out with
     `base_strides`; None when the chain is not affine in the p vars (a reshape that splits a
     non-contiguous dim, ...). Size-1 dims read index 0 only: they get contiguous strides."""
@@ -52,7 +52,7 @@ def view_layout(value: Value, base_strides: Strides) -> Layout | None:
     if sympy.expand(offset + sum(s * p for s, p in zip(strides, ps)) - flat) != 0:
         return None
     unit = contiguous_strides(t.shape)
-    return Layout(
+    return ViewLayout(
         base,
         tuple(u if n == 1 else as_int_like(s) for s, u, n in zip(strides, unit, t.shape)),
         as_int_like(offset),

@@ -137,7 +137,7 @@ def _copy(op: Operation, vmap: dict[Value, Value], name: str, drop: tuple[str, .
 
 
 #: how each top-level loops op becomes scheduled IR (pointwise and reduction are numbered)
-CONVERSIONS: dict[str, Callable[[Operation, dict[Value, Value]], Operation]] = {
+AS_SCHEDULED: dict[str, Callable[[Operation, dict[Value, Value]], Operation]] = {
     "loops.extern": _extern,
     "loops.fallback": _extern,
     "loops.constant_tensor": lambda op, vmap: _copy(op, vmap, "scheduled.constant_tensor"),
@@ -158,8 +158,8 @@ def schedule_graph(graph: Operation) -> Operation:
         if isinstance(op, Pointwise):
             new = _node(op, vmap, count)
             count += 1
-        elif op.name in CONVERSIONS:
-            new = CONVERSIONS[op.name](op, vmap)
+        elif op.name in AS_SCHEDULED:
+            new = AS_SCHEDULED[op.name](op, vmap)
         else:
             raise MindError(
                 f"schedule cannot place '{op.name}' (run realize,inline first: views and "

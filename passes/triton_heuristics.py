@@ -1,6 +1,6 @@
 """Launch configurations for generated kernels: block sizes, warps and stages from the sizes
 alone, the way Inductor's triton_heuristics pick the first config (mind does not autotune).
-Symbolic sizes choose with a size hint (SIZE_HINT per symbol), as Inductor does.
+Symbolic sizes choose with a size hint (deps.SIZE_HINT per symbol), as Inductor does.
 
 - pointwise: XBLOCK up to 1024, a warp per 256 elements, at least 4 warps past 128 elements;
   2-D tiles up to 64 x 64.
@@ -18,9 +18,6 @@ from dataclasses import dataclass
 
 import sympy
 from mind.ir.symbols import IntLike, as_int_like
-
-#: the size a config is chosen for when a size is symbolic (Inductor's default size hint)
-SIZE_HINT = 8192
 
 #: rows up to this many elements reduce in registers (Inductor's persistent-reduction limit)
 PERSISTENT_MAX = 1024
@@ -45,12 +42,6 @@ def cdiv(a: IntLike, b: int) -> IntLike:
     if isinstance(a, int):
         return -(-a // b)
     return as_int_like(sympy.floor((a + b - 1) / b))
-
-
-def size_hint(size: IntLike) -> int:
-    """A number to pick configs with: each symbol of `size` counts as SIZE_HINT."""
-    size = sympy.sympify(size)
-    return int(size.subs({s: SIZE_HINT for s in size.free_symbols}))
 
 
 def _num_warps(elements_per_warp: int, lo: int, hi: int = 8) -> int:

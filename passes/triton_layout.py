@@ -26,13 +26,12 @@ from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .deps import index_ops
+from .deps import index_ops, size_hint
 from .triton_heuristics import (
     LaunchConfig,
     cdiv,
     pointwise_config,
     reduction_config,
-    size_hint,
 )
 
 

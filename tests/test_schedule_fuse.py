@@ -15,7 +15,7 @@ import pytest
 import sympy
 import torch
 import torch.nn.functional as F
-from mind.dialects.loops_eval import NODES, REDUCTIONS, Body, evaluate, index_value
+from mind.dialects.loops_eval import NODES, Body, evaluate, index_value, reduce_last
 from mind.dialects.torch_types import to_torch
 from mind.ir.core import Operation, map_values
 from mind.ir.printer import print_module
@@ -57,8 +57,7 @@ def _run_node(op: Operation, env: dict) -> None:
         kind = inner.name.split(".", 1)[1]
         if kind == "reduction":
             x = torch.broadcast_to(body.arg(inner.args[0]), xs + rs).reshape(*xs, math.prod(rs))
-            dtype = inner.result.type.dtype
-            out = REDUCTIONS[inner.attrs["reduction_type"]](x, dtype).to(to_torch(dtype))
+            out = reduce_last(inner.reduction_type, x, inner.result.type.dtype)
             body.values[inner.result] = out.reshape(*xs, *[1] * len(rs))
         elif kind == "store":
             buffer, index, value = inner.args
