@@ -176,13 +176,10 @@ def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
 
 
 @dataclass(frozen=True)
-class Fuse(
-    GraphPass,
-    name="fuse",
-    input="scheduled",
-    summary="fuse scheduler nodes with compatible loops, most bytes saved first",
-):
-    """`max-fusion-size` caps the nodes in one kernel (Inductor's config.max_fusion_size)."""
+class Fuse(GraphPass, name="fuse", input="scheduled"):
+    """Fuse scheduler nodes with compatible loops, most bytes saved first.
+
+    `max-fusion-size` caps the nodes in one kernel (Inductor's config.max_fusion_size)."""
 
     max_fusion_size: int = 64
 

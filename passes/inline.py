@@ -29,12 +29,9 @@ from .manager import GraphPass
 
 
 @dataclass(frozen=True)
-class Inline(
-    GraphPass,
-    name="inline",
-    input="loops",
-    summary="replace loads from unrealized nodes and views by the bodies they read",
-):
+class Inline(GraphPass, name="inline", input="loops"):
+    """Replace loads from unrealized nodes and views by the bodies they read."""
+
     def run_graph(self, graph: Operation) -> None:
         inline_graph(graph)
 

@@ -299,14 +299,8 @@ def lower_graph(graph: Operation) -> Operation:
 
 
 @dataclass(frozen=True)
-class Lower(
-    GraphPass,
-    name="lower",
-    input="aten",
-    output="loops",
-    summary="ATen ops become pointwise / reduction / view nodes, extern and fallback calls",
-):
-    """aten -> loops: every aten graph becomes a loops graph of unrealized nodes."""
+class Lower(GraphPass, name="lower", input="aten", output="loops"):
+    """ATen ops become pointwise / reduction / view nodes, extern and fallback calls."""
 
     def run_graph(self, graph: Operation) -> Operation:
         return lower_graph(graph)

@@ -30,10 +30,11 @@ CONVERSIONS: dict[str, tuple[str, ...]] = {
 class Pass:
     """A pass: a frozen dataclass whose fields are its options (`realize{reads-threshold=4}`
     sets `reads_threshold`). A subclass names itself and its dialects in the class statement,
-    which registers it:
+    which registers it; its docstring's first line is its summary:
 
         @dataclass(frozen=True)
-        class Fuse(GraphPass, name="fuse", input="scheduled", summary="..."):
+        class Fuse(GraphPass, name="fuse", input="scheduled"):
+            '''Fuse scheduler nodes with compatible loops, most bytes saved first.'''
     """
 
     name: ClassVar[str]
@@ -42,17 +43,12 @@ class Pass:
     summary: ClassVar[str] = ""
 
     def __init_subclass__(
-        cls,
-        name: str | None = None,
-        input: str = "",
-        output: str = "",
-        summary: str = "",
-        **kwargs,
+        cls, name: str | None = None, input: str = "", output: str = "", **kwargs
     ) -> None:
         super().__init_subclass__(**kwargs)
         if name is not None:
             cls.name, cls.input, cls.output = name, input, output or input
-            cls.summary = summary
+            cls.summary = (cls.__doc__ or "").strip().split("\n")[0].rstrip(".")
             PASSES[name] = cls
 
     def run(self, module: Module) -> Module:

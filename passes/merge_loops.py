@@ -38,12 +38,9 @@ def normalize_deps(op: Node | Extern) -> None:
 
 
 @dataclass(frozen=True)
-class MergeLoops(
-    GraphPass,
-    name="merge-loops",
-    input="scheduled",
-    summary="merge contiguous loops of each node and normalize its MemoryDeps",
-):
+class MergeLoops(GraphPass, name="merge-loops", input="scheduled"):
+    """Merge contiguous loops of each node and normalize its MemoryDeps."""
+
     def run_graph(self, graph: Operation) -> None:
         for op in graph.body.ops:
             if isinstance(op, Node):

@@ -62,14 +62,11 @@ class Cost:
 
 
 @dataclass(frozen=True)
-class Realize(
-    GraphPass,
-    name="realize",
-    input="loops",
-    summary="choose the nodes that become buffers (%bufN) and rewrite loads from them",
-):
-    """Options mirror Inductor's config: realize_reads_threshold, realize_acc_reads_threshold,
-    and a cap on the size of an inlined body."""
+class Realize(GraphPass, name="realize", input="loops"):
+    """Choose the nodes that become buffers (%bufN) and rewrite loads from them.
+
+    Options mirror Inductor's config: realize_reads_threshold, realize_acc_reads_threshold, and
+    a cap on the size of an inlined body."""
 
     reads_threshold: int = 4
     acc_reads_threshold: int = 8

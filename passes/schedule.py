@@ -173,12 +173,8 @@ def schedule_graph(graph: Operation) -> Operation:
 
 
 @dataclass(frozen=True)
-class Schedule(
-    GraphPass,
-    name="schedule",
-    input="loops",
-    output="scheduled",
-    summary="one scheduler node per buffer, with sizes and MemoryDeps",
-):
+class Schedule(GraphPass, name="schedule", input="loops", output="scheduled"):
+    """One scheduler node per buffer, with sizes and MemoryDeps."""
+
     def run_graph(self, graph: Operation) -> Operation:
         return schedule_graph(graph)

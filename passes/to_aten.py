@@ -111,14 +111,8 @@ def fake_inputs(graph_op: Operation, mode) -> list:
 
 
 @dataclass(frozen=True)
-class ToAten(
-    GraphPass,
-    name="to-aten",
-    input="fx",
-    output="aten",
-    summary="AOTAutograd with torch's decompositions: fx graphs become ATen graphs",
-):
-    """fx -> aten: each `fx.graph` becomes its inference `aten.graph` (forward)."""
+class ToAten(GraphPass, name="to-aten", input="fx", output="aten"):
+    """AOTAutograd with torch's decompositions: each fx graph becomes its forward ATen graph."""
 
     def run_graph(self, graph: Operation) -> list[Operation]:
         import torch

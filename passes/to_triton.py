@@ -72,14 +72,8 @@ def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: se
 
 
 @dataclass(frozen=True)
-class ToTriton(
-    Pass,
-    name="to-triton",
-    input="scheduled",
-    output="triton",
-    summary="generate Triton kernels and the host wrapper",
-):
-    """scheduled -> triton: kernels and a host wrapper per graph."""
+class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
+    """Generate Triton kernels and the host wrapper of each graph."""
 
     persistent_max: int = PERSISTENT_MAX
     max_r_block: int = MAX_R_BLOCK

@@ -52,7 +52,7 @@ def list_passes() -> str:
 
     lines = ["Available passes:"]
     for name, cls in sorted(PASSES.items()):
-        lines.append(f"  {name:<14} {cls.input} -> {cls.output}   {cls.summary}")
+        lines.append(f"  {name:<13} {cls.input + ' -> ' + cls.output:<24} {cls.summary}")
     return "\n".join(lines) + "\n"
 
 
