@@ -215,5 +215,5 @@ def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nod
 
 def _constant(op: Operation) -> torch.Tensor:
     t: TensorType = op.result.type
-    data = torch.tensor(op.attrs["data"], dtype=to_torch(t.dtype)).reshape(t.shape)
+    data = torch.tensor(op.data, dtype=to_torch(t.dtype)).reshape(t.shape)
     return data.to(to_torch_device(t.device)) if t.device is not None else data

@@ -108,7 +108,7 @@ def export_graph(
     for op in graph_op.body.ops:
         kind = op.name.split(".", 1)[1]
         if kind == "output":
-            graph.output(from_attr(op.args[0], nodes))
+            graph.output(from_attr(op.value, nodes))
             continue
         if kind in ("get_attr", "call_module") and op.symbol not in attributes:
             raise MindError(
