@@ -38,6 +38,11 @@ def tl_dtype(dtype: DType) -> str:
     return TL_DTYPES[dtype]
 
 
+def torch_dtype(dtype: DType) -> str:
+    """The torch dtype as the emitted Python names it: `torch.float32`."""
+    return f"torch.{dtype.torch_name}"
+
+
 def py_float(value: float) -> str:
     if math.isnan(value):
         return 'float("nan")'
@@ -91,8 +96,9 @@ def py_expr(expr: Any, names: Callable[[str], str], minmax=("tl.minimum", "tl.ma
     raise MindError(f"cannot emit index expression '{expr}'")
 
 
-def py_literal(value: Any, name: Callable[[Value], str], device: str = "device") -> str:
-    """An attribute value as a Python expression for the wrapper (ATen call arguments)."""
+def py_literal(value: Any, name: Callable[[Value], str], device: Callable[[Device], str]) -> str:
+    """An attribute value as a Python expression for the wrapper (ATen call arguments);
+    `device` names a module-level torch.device."""
 
     def lit(x: Any) -> str:
         return py_literal(x, name, device)
@@ -115,9 +121,9 @@ def py_literal(value: Any, name: Callable[[Value], str], device: str = "device")
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {lit(x)}" for k, x in value.items()) + "}"
     if isinstance(value, DType):
-        return f"torch.{value.torch_name}"
+        return torch_dtype(value)
     if isinstance(value, Device):
-        return device
+        return device(value)
     if isinstance(value, PyRef) and value.path.startswith("torch.") and is_dotted(value.path):
         return value.path
     raise MindError(f"cannot pass {value!r} to a Python call")
