@@ -27,7 +27,7 @@ from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .common import Call, Output, add_graph_ops, add_memory_ops, is_buffer  # noqa: F401
-from .reductions import KINDS, REDUCTIONS
+from .reductions import REDUCTIONS, SINGLE_KINDS
 from .scalar_ops import register_scalar_ops
 
 ORIGINS = list_of(STR)
@@ -121,7 +121,7 @@ class Reduction(Pointwise):
     """Reduce the body's value over the reduction ranges"""
 
     reduction_ranges = attr(list_of(INDEX))
-    reduction_type = attr(one_of(*KINDS))
+    reduction_type = attr(one_of(*SINGLE_KINDS))
 
 
 def _verify_body(op: Pointwise) -> None:

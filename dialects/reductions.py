@@ -2,9 +2,11 @@
 verifiers (kinds and dtypes), the evaluator (the torch reference), the kernel builder (neutral
 value, combine op, accumulator dtype) and the Triton emitter (the template of `triton.reduce`).
 
-Three families share the table: plain kinds fold values with a scalar op (sum, prod, max, min);
+Four families share the table: plain kinds fold values with a scalar op (sum, prod, max, min);
 logical kinds fold b8 (any, all); index kinds find the position of the best value (argmax,
-argmin: the result is i64, the accumulator a (value, index) pair).
+argmin: the result is i64, the accumulator a (value, index) pair); `online_softmax` gives a
+row's max and its sum of exp(v - max) at once (two results: the scheduled dialect's rewrite of
+softmax, passes/online_softmax.py, as Inductor's online_softmax_reduce).
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ class Reduction:
     #: Python for `triton.reduce(value, axis)` over {v}, {axis}, {dt}; for index kinds the
     #: triton_helpers function of `triton.reduce_index`
     triton: str
-    #: "plain", "logical" (reads and accumulates b8) or "index" (yields the position, i64)
+    #: "plain", "logical" (reads and accumulates b8), "index" (yields the position, i64) or
+    #: "online_softmax"
     family: str = "plain"
     #: f16/bf16 accumulate in f32, as eager's kernels do
     upcast: bool = False
+    #: how many values it gives
+    results: int = 1
 
     @property
     def is_index(self) -> bool:
@@ -77,8 +82,15 @@ REDUCTIONS: dict[str, Reduction] = {
                   "tl.max({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical"),
         Reduction("all", "logical_and", "one", "all",
                   "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical"),
+        Reduction("online_softmax", "maximum", "lowest", "amax", "", family="online_softmax",
+                  results=2),
     )
 }  # fmt: skip
 
 #: every kind's name, in table order
 KINDS = tuple(REDUCTIONS)
+#: the kinds that give one value: what loops reductions and triton reduce ops perform
+SINGLE_KINDS = tuple(k for k, r in REDUCTIONS.items() if r.results == 1)
+#: what `triton.reduce` performs along an axis, and what `triton.reduce_index` does
+REDUCE_KINDS = tuple(k for k in SINGLE_KINDS if not REDUCTIONS[k].is_index)
+INDEX_KINDS = tuple(k for k in SINGLE_KINDS if REDUCTIONS[k].is_index)

@@ -21,12 +21,12 @@ from mind.ir.constraints import (
     tuple_of,
     value,
 )
-from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result, var_results
+from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .common import Call, add_graph_ops, add_memory_ops
 from .loops import ORIGINS, register_body_ops
-from .reductions import KINDS
+from .reductions import KINDS, REDUCTIONS
 
 #: a MemoryDep: (buffer, flat index over its variables, {variable: range})
 DEP = tuple_of(value(TENSOR), INDEX, dict_of(STR, INDEX))
@@ -56,11 +56,19 @@ class Extern(Call):
 
 
 class Reduction(Op):
-    """Reduce over the node's r dims; one value per x position"""
+    """Reduce over the node's r dims; one value per x position (two for online_softmax)"""
 
     value = operand(SCALAR)
     reduction_type = attr(one_of(*KINDS))
-    result = result(SCALAR)
+    reduced = var_results(SCALAR)
+
+
+def _verify_reduction(op: Reduction) -> None:
+    count = REDUCTIONS[op.reduction_type].results
+    if len(op.results) != count:
+        raise VerifyError(
+            f"'{op.name}' {op.reduction_type} gives {count} values, not {len(op.results)}", op.loc
+        )
 
 
 class Store(Op):
@@ -102,5 +110,5 @@ SCHEDULED.add(
 )
 add_memory_ops(SCHEDULED, "A buffer's memory with other sizes, strides and offset (no kernel)")
 register_body_ops(SCHEDULED)
-SCHEDULED.add("reduction", Reduction)
+SCHEDULED.add("reduction", Reduction, verify=_verify_reduction)
 SCHEDULED.add("store", Store)

@@ -38,10 +38,8 @@ from mind.ir.types import OpaqueType, TensorType, Type
 
 from .common import Call, add_graph_ops, add_memory_ops
 from .loops import ORIGINS
-from .reductions import KINDS, REDUCTIONS
+from .reductions import INDEX_KINDS, REDUCE_KINDS
 from .scalar_ops import op_classes, register_scalar_ops, result_dtype
-
-KERNEL_KINDS = ("pointwise", "persistent_reduction", "reduction")
 
 _PTR = re.compile(r"ptr<([a-z0-9]+)>$")
 
@@ -118,9 +116,10 @@ def _verify_elementwise(op: Operation) -> None:
 
 # -- kernels -------------------------------------------------------------------------------------
 class Kernel(Op):
-    """A @triton.jit kernel; `constexprs` are the block sizes, passed at launch"""
+    """A @triton.jit kernel; `kind` names the strategy that made it, `constexprs` are the block
+    sizes, passed at launch"""
 
-    kind = attr(one_of(*KERNEL_KINDS))
+    kind = attr(STR)
     constexprs = attr(dict_of(STR, INT))
     num_warps = attr(INT)
     num_stages = attr(INT)
@@ -220,7 +219,7 @@ class Reduce(Op):
 
     value = operand(TENSOR)
     axis = arg(INT)
-    reduction_type = attr(one_of(*KINDS))
+    reduction_type = attr(one_of(*REDUCE_KINDS))
     result = result(TENSOR)
 
 
@@ -230,7 +229,7 @@ class ReduceIndex(Op):
     value = operand(TENSOR)
     index = operand(TENSOR)
     axis = arg(INT)
-    reduction_type = attr(one_of(*KINDS))
+    reduction_type = attr(one_of(*INDEX_KINDS))
     result = result(TENSOR)
 
 
@@ -241,24 +240,9 @@ class CombineIndex(Op):
     acc_index = operand(TENSOR)
     value = operand(TENSOR)
     index = operand(TENSOR)
-    reduction_type = attr(one_of(*KINDS))
+    reduction_type = attr(one_of(*INDEX_KINDS))
     best = result(TENSOR)
     best_index = result(TENSOR)
-
-
-def _reduction_family(index: bool):
-    """A verifier: the op's reduction_type is (not) an index kind."""
-
-    def verify(op: Operation) -> None:
-        if REDUCTIONS[op.reduction_type].is_index != index:
-            kinds = [k for k, r in REDUCTIONS.items() if r.is_index == index]
-            raise VerifyError(
-                f"'{op.name}' reduction_type must be one of {', '.join(kinds)}, "
-                f"got '{op.reduction_type}'",
-                op.loc,
-            )
-
-    return verify
 
 
 class For(Op):
@@ -362,9 +346,9 @@ register_scalar_ops(
     _verify_elementwise,
     "A scalar op on blocks: the scalar dtype rule, shapes broadcast",
 )
-TRITON.add("reduce", Reduce, verify=_reduction_family(index=False))
-TRITON.add("reduce_index", ReduceIndex, verify=_reduction_family(index=True))
-TRITON.add("combine_index", CombineIndex, verify=_reduction_family(index=True))
+TRITON.add("reduce", Reduce)
+TRITON.add("reduce_index", ReduceIndex)
+TRITON.add("combine_index", CombineIndex)
 TRITON.add("for", For, signature=True, verify=_verify_for)
 TRITON.add("yield", Yield)
 add_graph_ops(TRITON, name="wrapper", summary="The host function `call(args)`")

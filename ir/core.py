@@ -43,6 +43,15 @@ class Value:
         return f"%{self.name}: {self.type}"
 
 
+def fresh_name(base: str, taken: Callable[[str], bool]) -> str:
+    """`base`, else `base_1`, `base_2`, ...: the first name `taken` says is free."""
+    name, n = base, 0
+    while taken(name):
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
 def map_values(item: Any, fn: Callable[[Value], Any]) -> Any:
     """Rebuild a nested attribute structure with every Value replaced by fn(value)."""
     if isinstance(item, Value):

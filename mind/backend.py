@@ -99,8 +99,8 @@ def compile_aten_graph(graph: Operation, options: Options | None = None) -> Call
 
 def generate(graph: Operation, dump: GraphDump, pipeline: str) -> str:
     """The Python source (Triton kernels and `call`) for an `aten.graph`, each stage dumped."""
-    from mind.dialects.triton_emit import emit
     from mind.passes import run_pipeline
+    from mind.target.triton import emit
 
     dump.stage("aten", Module([graph]))
     source = emit(run_pipeline(Module([graph]), pipeline, on_pass=dump.after_pass))

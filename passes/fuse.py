@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps, size_hint
+from mind.analysis.iteration import Join, join
+from mind.analysis.loops import substitute
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.types import TensorType
 
-from .deps import equal, product, readers, reads, set_node_deps, size_hint
-from .iteration import Join, join
-from .loops_utils import substitute
 from .manager import GraphPass
 from .schedule import copy_body_op, renumber
 
@@ -78,19 +78,6 @@ def shared_loops(a: Node, b: Node) -> Join | None:
     return shared
 
 
-def _dce(ops: list[Operation]) -> list[Operation]:
-    """The ops that stores need; the others are erased."""
-    used: set[Value] = set()
-    kept = []
-    for op in reversed(ops):
-        if isinstance(op, Store) or any(r in used for r in op.results):
-            kept.append(op)
-            used.update(op.operands)
-        else:
-            op.erase()
-    return kept[::-1]
-
-
 def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
     """One node running `a`'s body then `b`'s over the shared loops, in place of both: a load
     in `b` of what `a` stores becomes the stored value, and a store nobody else reads goes."""
@@ -122,8 +109,10 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
                 ops.append(copy_body_op(op, body_map, lambda e, m=mapping: substitute(e, m)))
                 if isinstance(op, Store):
                     stored[op.buffer] = ops[-1].value
-    for op in renumber(_dce(ops)):
+    for op in ops:
         node.body.append(op)
+    erase_dead(node.body)
+    renumber(node.body.ops)
     set_node_deps(node)
     block.insert_before(a, node)
     for old, new in zip(kept, node.results):

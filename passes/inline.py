@@ -15,6 +15,14 @@ import itertools
 from dataclasses import dataclass, field
 
 import sympy
+from mind.analysis.loops import (
+    compose_view,
+    flat_offset,
+    producer,
+    pvar,
+    simplify_index,
+    substitute,
+)
 from mind.dialects.loops import Index, Load, Pointwise, View, Yield, is_buffer, is_realized
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Value, iter_values
@@ -23,7 +31,6 @@ from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, sym
 from mind.ir.types import TensorType
 
-from .loops_utils import compose_view, flat_offset, producer, pvar, simplify_index, substitute
 from .lower import BodyBuilder
 from .manager import GraphPass
 

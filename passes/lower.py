@@ -15,19 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
+from mind.analysis.loops import Index, broadcast_index, flat_offset, pvars
 from mind.dialects.common import Graph
 from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, Reduction, View, Yield, is_buffer
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.ir import dtypes as dt
 from mind.ir.attributes import format_attr
-from mind.ir.core import Block, Operation, Region, Value, iter_values, map_values
+from mind.ir.core import Block, Operation, Region, Value, fresh_name, iter_values, map_values
 from mind.ir.dtypes import DType
 from mind.ir.registry import op_class
 from mind.ir.symbols import IntLike, sym
 from mind.ir.types import ScalarType, SymType, TensorType
 
-from .loops_utils import Index, broadcast_index, flat_offset, pvars
 from .manager import GraphPass
 
 
@@ -137,10 +137,7 @@ class LowerCtx:
         return self.outs[0]
 
     def fresh(self, base: str) -> str:
-        name, n = base, 0
-        while name in self.used:
-            n += 1
-            name = f"{base}_{n}"
+        name = fresh_name(base, self.used.__contains__)
         self.used.add(name)
         return name
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mind.analysis.deps import index_ops, merge_dims, normalize_dep, set_node_deps, unique
+from mind.analysis.loops import pvar, substitute
 from mind.dialects.scheduled import Extern, Node
 from mind.ir.core import Operation
 
-from .deps import index_ops, merge_dims, normalize_dep, set_node_deps, unique
-from .loops_utils import pvar, substitute
 from .manager import GraphPass
 
 

@@ -16,6 +16,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from mind.analysis.loops import (
+    base_of,
+    body_ops,
+    consumers,
+    flat_offset,
+    is_view,
+    producer,
+    pvars,
+    strides_of,
+)
+from mind.analysis.views import view_layout
 from mind.dialects.common import Reinterpret
 from mind.dialects.loops import (
     Load,
@@ -32,18 +43,7 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike
 from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
-from .loops_utils import (
-    base_of,
-    body_ops,
-    consumers,
-    flat_offset,
-    is_view,
-    producer,
-    pvars,
-    strides_of,
-)
 from .manager import GraphPass
-from .reinterpret import view_layout
 
 #: ops whose tensor arguments must be buffers, laid out as they say
 NEEDS_BUFFERS = (LoopsCall, LoopsOutput)

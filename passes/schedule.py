@@ -11,6 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
+from mind.analysis.deps import INDEXED, Dep, buffer_dep, set_node_deps, split_reads
+from mind.analysis.loops import pvar, substitute
+from mind.analysis.views import alias_of
 from mind.dialects.common import Graph
 from mind.dialects.loops import Load, LoopsCall, Pointwise, Reduction, is_buffer, is_realized
 from mind.dialects.scheduled import Node, Store
@@ -20,10 +23,7 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import ScalarType, TensorType
 
-from .deps import INDEXED, Dep, buffer_dep, set_node_deps, split_reads
-from .loops_utils import pvar, substitute
 from .manager import GraphPass
-from .reinterpret import alias_of
 
 
 def copy_body_op(

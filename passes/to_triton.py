@@ -20,28 +20,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mind.analysis.views import alias_of
+from mind.codegen import plan_node
+from mind.codegen.heuristics import MAX_R_BLOCK, PERSISTENT_MAX
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
+from mind.dialects.triton import Launch
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType
 
 from .manager import Pass
-from .reinterpret import alias_of
-from .triton_heuristics import MAX_R_BLOCK, PERSISTENT_MAX, grid
-from .triton_kernel import build_kernel
-from .triton_layout import layout_of
 
-_KIND_PREFIX = {"pointwise": "poi", "persistent_reduction": "per", "reduction": "red"}
 _DEP_ATTRS = ("origins", "writes", "met", "unmet")
-
-
-def kernel_name(kind: str, origins: list[str], index: int) -> str:
-    fused = "_".join(sorted(set(origins)))
-    return (
-        f"triton_{_KIND_PREFIX[kind]}_fused_{fused}_{index}"
-        if fused
-        else f"triton_{_KIND_PREFIX[kind]}_fused_{index}"
-    )
 
 
 def storage_key(t: TensorType) -> tuple:
@@ -55,15 +45,17 @@ def _static(t: TensorType) -> bool:
     return all(isinstance(s, int) for s in (*t.shape, *t.strides))
 
 
-def _last_uses(ops: list[Operation]) -> dict[Value, int]:
-    last: dict[Value, int] = {}
-    for i, op in enumerate(ops):
-        for op_inner in op.walk():
-            for value in op_inner.operands:
-                last[value] = i
-        for result in op.results:
-            last.setdefault(result, i)
-    return last
+def _last_uses(block: Block) -> dict[Value, int]:
+    """The position of the last op that uses each graph input and each op's result (by the use
+    lists; a result nothing uses dies where it is made), in order of definition."""
+    position = {op: i for i, op in enumerate(block.ops)}
+    defined = [(0, a) for a in block.args] + [
+        (i, r) for i, op in enumerate(block.ops) for r in op.results
+    ]
+    return {
+        value: max((position[u.ancestor_in(block)] for u in value.users), default=i)
+        for i, value in defined
+    }
 
 
 def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: set[Value]) -> None:
@@ -82,8 +74,6 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
 
     persistent_max: int = PERSISTENT_MAX
     max_r_block: int = MAX_R_BLOCK
-    #: looped softmax computes max and sum of exp in one r-loop (off: one r-loop each)
-    online_softmax: bool = True
     #: assert every input's sizes and strides on each call (the guards already check them)
     assert_inputs: bool = False
 
@@ -117,19 +107,22 @@ class _WrapperBuilder:
             if isinstance(t, TensorType) and t.strides is not None and _static(t):
                 self.add(Operation("triton.assert_size_stride", [arg, t.shape, t.strides]))
         ops = self.graph.body.ops
-        last = _last_uses(ops)
+        last = _last_uses(self.graph.body)
         outputs = set(iter_values(ops[-1].args)) if ops else set()
         _extend_to_aliases(ops, last, outputs)
         constants = {op.result for op in ops if isinstance(op, ConstantTensor)}
         kept = outputs | constants | set(self.graph.body.args)
+        dying: dict[int, list[Value]] = {}
+        for value, end in last.items():
+            if value not in kept and alias_of(value) is None:
+                dying.setdefault(end, []).append(value)
         for i, op in enumerate(ops):
             handler = _HANDLERS.get(op.name)
             if handler is None:
                 raise MindError(f"to-triton cannot translate '{op.name}'", op.loc)
             handler(self, op)
-            for value, end in last.items():
-                if end == i and value not in kept and alias_of(value) is None:
-                    self.release(value)
+            for value in dying.get(i, ()):
+                self.release(value)
         return Operation("triton.wrapper", symbol=name, regions=[Region(self.block)])
 
     def release(self, value: Value) -> None:
@@ -157,17 +150,20 @@ class _WrapperBuilder:
         return self.values[result]
 
     def on_node(self, node: Operation) -> None:
+        """The node's buffers, then its plan's temporaries, launches and kernels (codegen/)."""
         for result in node.results:
             self.allocate(result)
-        layout = layout_of(node, self.options.persistent_max, self.options.max_r_block)
-        if any(g.numel == 0 for g in layout.groups if g.pid_axis is not None):
-            return  # nothing to compute: the (empty) buffers are all there is
-        name = kernel_name(layout.config.kind, node.origins or [], len(self.kernels))
-        kernel, args = build_kernel(node, layout, name, self.values, self.options.online_softmax)
-        self.kernels.append(kernel)
-        numels = {g.block: g.numel for g in layout.groups}
-        launch_grid = grid(layout.config, numels)
-        self.add(Operation("triton.launch", args, {"grid": launch_grid}, symbol=name))
+        plan = plan_node(node, self.options, self.values, len(self.kernels))
+        for temporary in plan.temporaries:
+            self.allocate(temporary)
+        self.kernels += plan.kernels
+        for launch in plan.launches:
+            values = map_values(launch.args, lambda v: self.values.get(v, v))
+            self.add(
+                Launch.build("triton.launch", values=values, grid=launch.grid, symbol=launch.kernel)
+            )
+        for temporary in plan.temporaries:
+            self.release(temporary)
 
     def on_extern(self, op: Operation) -> None:
         call = self.add(op.clone(self.values, "triton.extern"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from mind.dialects.triton_emit import emit
 from mind.passes import run_pipeline
+from mind.target.triton import emit
 from programs import no_fallback
 from torch._dynamo.utils import counters
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from mind.dialects.loops_eval import evaluate
+from mind.interpreters.loops import evaluate
 from mind.ir.core import Operation
 from mind.ir.diagnostics import MindError
 from mind.ir.printer import print_module

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from mind.dialects.loops_eval import evaluate
 from mind.dialects.torch_types import to_torch
+from mind.interpreters.loops import evaluate
 from mind.ir.core import Module
 from mind.ir.diagnostics import MindError
 from mind.ir.printer import print_module

@@ -6,11 +6,11 @@ import os
 
 import pytest
 import torch
-from mind.dialects.triton_emit import emit
 from mind.ir.printer import print_module
 from mind.parser import parse
 from mind.passes import run_pipeline
 from mind.runtime import load
+from mind.target.triton import emit
 
 
 def compile_graph(text: str, pipeline: str = "to-triton"):
@@ -94,7 +94,10 @@ SOFTMAX = graph(
 
 @pytest.mark.parametrize(
     "pipeline, prefix",
-    [("to-triton", "triton_per_"), ("to-triton{persistent-max=16,max-r-block=32}", "triton_red_")],
+    [
+        ("online-softmax,to-triton", "triton_per_"),
+        ("online-softmax,to-triton{persistent-max=16,max-r-block=32}", "triton_red_"),
+    ],
 )
 def test_softmax(pipeline, prefix):
     printed, mod = compile_graph(SOFTMAX, pipeline)
@@ -150,8 +153,9 @@ def rows_with_inf() -> torch.Tensor:
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("online", [True, False])
 def test_online_softmax(log, online):
-    options = "persistent-max=16,max-r-block=32" + ("" if online else ",online-softmax=false")
-    printed, mod = compile_graph(fused_softmax(log), f"to-triton{{{options}}}")
+    rewrite = "online-softmax," if online else ""
+    pipeline = f"{rewrite}to-triton{{persistent-max=16,max-r-block=32}}"
+    printed, mod = compile_graph(fused_softmax(log), pipeline)
     source = emit(parse(printed))
     assert source.count("for r0_offset") == (2 if online else 3)
     x = rows_with_inf()
@@ -317,7 +321,7 @@ def test_online_softmax_needs_the_same_value():
         "%2 = scheduled.load(%arg0_1, 100*p0 + p1)",
         "%2 = scheduled.load(%arg0_1, 100*p0 - p1 + 99)",
     )
-    printed, mod = compile_graph(text, "to-triton{persistent-max=16,max-r-block=32}")
+    printed, mod = compile_graph(text, "online-softmax,to-triton{persistent-max=16,max-r-block=32}")
     assert printed.count("triton.for") == 3
     x = torch.randn(6, 100)
     torch.testing.assert_close(mod.call([x])[0], x.softmax(-1))

@@ -1,5 +1,6 @@
 """mind-translate: triton IR -> Python source (kernels and `call`). Input of an earlier stage is
-first brought to triton IR by the pass manager (`mind-translate seed.scheduled` runs to-triton).
+first brought to triton IR by the pass manager (`mind-translate seed.scheduled` runs
+online-softmax and to-triton).
 
 Exit codes: 0 success, 1 an error in the input, 2 bad command-line usage.
 """
@@ -11,6 +12,9 @@ import sys
 
 from .textio import read_input, write_output
 
+#: what brings scheduled IR to triton IR, as the backend's pipeline ends
+PIPELINE = "online-softmax,to-triton"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mind-translate", description="Emit Python from mind IR.")
@@ -19,16 +23,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-p",
         "--pipeline",
-        default="to-triton",
-        help="passes that bring earlier stages to triton IR (default: to-triton{...} options)",
+        default=PIPELINE,
+        help=f"passes that bring earlier stages to triton IR (default: {PIPELINE})",
     )
     return p
 
 
-def translate(text: str, filename: str, pipeline: str = "to-triton") -> str:
-    from mind.dialects.triton_emit import emit
+def translate(text: str, filename: str, pipeline: str = PIPELINE) -> str:
     from mind.parser import parse
     from mind.passes.manager import parse_pipeline, run_pipeline, stage_of
+    from mind.target.triton import emit
 
     module = parse(text, filename)
     if stage_of(module) != "triton":

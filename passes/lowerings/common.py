@@ -7,6 +7,7 @@ from typing import Any
 
 import sympy
 import torch
+from mind.analysis.loops import Index, broadcast_index, pvars  # noqa: F401  (re-exported)
 from mind.dialects.torch_types import from_torch, to_torch
 from mind.ir.core import Value
 from mind.ir.dtypes import DType
@@ -14,7 +15,6 @@ from mind.ir.symbols import IntLike
 from mind.ir.types import TensorType
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from ..loops_utils import Index, broadcast_index, pvars  # noqa: F401  (re-exported)
 from . import Unsupported
 
 KIND = ELEMENTWISE_TYPE_PROMOTION_KIND

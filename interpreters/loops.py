@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import sympy
 import torch
@@ -124,7 +124,7 @@ SCALAR_FUNCTIONS: dict[str, Callable] = {
 }
 
 
-def _grid(sizes: list[int]) -> Bindings:
+def grid(sizes: list[int]) -> Bindings:
     """p0, p1, ...: int64 aranges, each along its own dim of a broadcastable grid."""
     n = len(sizes)
     return {
@@ -133,7 +133,7 @@ def _grid(sizes: list[int]) -> Bindings:
     }
 
 
-def _flat_memory(t: torch.Tensor) -> torch.Tensor:
+def flat_memory(t: torch.Tensor) -> torch.Tensor:
     """The buffer's memory from its first element on, as a 1-d tensor (flat offsets index it)."""
     span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) if t.numel() else 0
     return t.as_strided((span,), (1,), t.storage_offset())
@@ -144,7 +144,7 @@ def _gather(src: torch.Tensor, index: Any, mask: Any) -> Any:
     element 0 so that their (possibly out-of-range) indices never reach memory."""
     flat = not isinstance(index, list)
     if flat:
-        src, index = _flat_memory(src), [index]
+        src, index = flat_memory(src), [index]
     index = [torch.as_tensor(i) for i in index]
     if mask is not None:
         index = [torch.where(mask, i, 0) for i in index]
@@ -163,18 +163,26 @@ class Body:
         self.grid = grid
         self.values: dict[Value, Any] = {}
 
+    #: body op kind -> the method computing it (scalar ops when absent)
+    OPS: ClassVar[dict[str, Callable]] = {}
+
     def run(self, op: Operation) -> torch.Tensor:
         for inner in op.body.ops:
             if isinstance(inner, Yield):
                 return self.values[inner.value]
-            try:
-                result = _BODY_OPS.get(inner.kind, Body.scalar)(self, inner)
-            except MindError as exc:
-                raise (exc if exc.loc else MindError(str(exc), inner.loc)) from None
-            except (RuntimeError, IndexError, TypeError) as exc:
-                raise MindError(f"'{inner.name}' failed: {exc}", inner.loc) from exc
-            self.values[inner.result] = result
+            self.eval(inner)
         raise MindError(f"'{op.name}' body has no yield", op.loc)
+
+    def eval(self, op: Operation) -> None:
+        """Compute one body op; its errors name its location."""
+        try:
+            result = type(self).OPS.get(op.kind, Body.scalar)(self, op)
+        except MindError as exc:
+            raise (exc if exc.loc else MindError(str(exc), op.loc)) from None
+        except (RuntimeError, IndexError, TypeError) as exc:
+            raise MindError(f"'{op.name}' failed: {exc}", op.loc) from exc
+        if result is not None:  # (a handler may bind several results itself)
+            self.values[op.result] = result
 
     def arg(self, x: Any) -> Any:
         return self.values[x] if isinstance(x, Value) else x
@@ -215,17 +223,12 @@ class Body:
         return self.values[op.x].to(to_torch(op.result.type.dtype))
 
 
-_BODY_OPS: dict[str, Callable[[Body, Operation], torch.Tensor]] = {
-    "load": Body.load,
-    "constant": Body.constant,
-    "index": Body.index,
-    "cast": Body.cast,
-}
+Body.OPS = {"load": Body.load, "constant": Body.constant, "index": Body.index, "cast": Body.cast}
 
 # -- nodes --------------------------------------------------------------------------------------
 
 
-def _sizes(t: TensorType, op: Operation) -> list[int]:
+def static_sizes(t: TensorType, op: Operation) -> list[int]:
     try:
         return [int(s) for s in t.shape]
     except TypeError:
@@ -248,8 +251,8 @@ def _laid_out(value: Value, data: Any) -> Any:
 
 def _pointwise(op: Operation, env: Env) -> list[torch.Tensor]:
     t = op.result.type
-    sizes = _sizes(t, op)
-    value = Body(env, _grid(sizes)).run(op)
+    sizes = static_sizes(t, op)
+    value = Body(env, grid(sizes)).run(op)
     return [torch.broadcast_to(value, sizes).to(to_torch(t.dtype)).contiguous()]
 
 
@@ -266,18 +269,18 @@ def reduce_last(kind: str, x: torch.Tensor, dtype: DType) -> torch.Tensor:
 
 def _reduction(op: Reduction, env: Env) -> list[torch.Tensor]:
     t = op.result.type
-    sizes = _sizes(t, op)
+    sizes = static_sizes(t, op)
     ranges = [int(r) for r in op.reduction_ranges]
-    value = Body(env, _grid(sizes + ranges)).run(op)
+    value = Body(env, grid(sizes + ranges)).run(op)
     value = torch.broadcast_to(value, sizes + ranges).reshape(*sizes, math.prod(ranges))
     return [reduce_last(op.reduction_type, value, t.dtype)]
 
 
 def _view(op: View, env: Env) -> list[torch.Tensor]:
-    sizes = _sizes(op.result.type, op)
-    grid = _grid(sizes)
+    sizes = static_sizes(op.result.type, op)
+    points = grid(sizes)
     try:
-        value = _gather(env[op.source], [index_value(e, grid) for e in op.index], None)
+        value = _gather(env[op.source], [index_value(e, points) for e in op.index], None)
     except IndexError as exc:
         raise MindError(f"'{op.name}' reads out of range: {exc}", op.loc) from exc
     return [torch.broadcast_to(value, sizes).contiguous()]
@@ -296,24 +299,29 @@ def _aten_call(op: Call, env: Env) -> list[Any]:
 
 def _reinterpret(op: Reinterpret, env: Env) -> list[torch.Tensor]:
     src, t = env[op.buffer], op.result.type
-    sizes, strides = _sizes(t, op), [int(s) for s in t.strides]
+    sizes, strides = static_sizes(t, op), [int(s) for s in t.strides]
     return [src.as_strided(sizes, strides, src.storage_offset() + int(op.offset))]
 
 
 def _constant_tensor(op: ConstantTensor, env: Env) -> list[torch.Tensor]:
     t = op.result.type
-    return [torch.tensor(op.data, dtype=to_torch(t.dtype)).reshape(_sizes(t, op))]
+    return [torch.tensor(op.data, dtype=to_torch(t.dtype)).reshape(static_sizes(t, op))]
 
 
-#: node op -> its result tensors (before realized results are laid out)
-NODES: dict[str, Callable[[Operation, Env], list[Any]]] = {
-    "loops.pointwise": _pointwise,
-    "loops.reduction": _reduction,
-    "loops.view": _view,
-    "loops.extern": _aten_call,
-    "loops.fallback": _aten_call,
-    "loops.constant_tensor": _constant_tensor,
-    "loops.reinterpret": _reinterpret,
+NodeFn = Callable[[Operation, Env], list[Any]]
+#: what runs the same in the loops and scheduled dialects: calls, constants, reinterprets
+MEMORY_OPS: dict[str, NodeFn] = {
+    "extern": _aten_call,
+    "fallback": _aten_call,
+    "constant_tensor": _constant_tensor,
+    "reinterpret": _reinterpret,
+}
+#: node kind -> its result tensors (before realized results are laid out)
+NODES: dict[str, NodeFn] = {
+    "pointwise": _pointwise,
+    "reduction": _reduction,
+    "view": _view,
+    **MEMORY_OPS,
 }
 
 
@@ -345,16 +353,21 @@ def _bind_inputs(graph_op: Operation, inputs: list[torch.Tensor]) -> Env:
     return env
 
 
+def run_graph(graph_op: Operation, inputs: list[torch.Tensor], nodes: dict[str, NodeFn]) -> list:
+    """Run a graph op's body on `inputs`, each op by `nodes` (by kind); the output's values."""
+    env = _bind_inputs(graph_op, inputs)
+    for op in graph_op.body.ops:
+        if op.kind == "output":
+            return list(map_values(op.values, lambda v: env[v]))
+        if op.kind not in nodes:
+            raise MindError(f"the evaluator does not know the node '{op.name}'", op.loc)
+        for value, data in zip(op.results, nodes[op.kind](op, env)):
+            env[value] = _laid_out(value, data)
+    raise MindError(f"'@{graph_op.symbol}' has no output", graph_op.loc)
+
+
 def evaluate(graph_op: Operation, inputs: list[torch.Tensor]) -> list:
     """Run a `loops.graph` on `inputs`; returns the values of its `loops.output`, in order."""
     if graph_op.name != "loops.graph":
         raise MindError(f"evaluate runs a 'loops.graph', not '{graph_op.name}'", graph_op.loc)
-    env = _bind_inputs(graph_op, inputs)
-    for op in graph_op.body.ops:
-        if op.name == "loops.output":
-            return list(map_values(op.values, lambda v: env[v]))
-        if op.name not in NODES:
-            raise MindError(f"the evaluator does not know the node '{op.name}'", op.loc)
-        for value, data in zip(op.results, NODES[op.name](op, env)):
-            env[value] = _laid_out(value, data)
-    raise MindError(f"'@{graph_op.symbol}' has no loops.output", graph_op.loc)
+    return run_graph(graph_op, inputs, NODES)

@@ -4,10 +4,9 @@ many reductions each depends on. A looped kernel runs one r-loop per phase that 
 from __future__ import annotations
 
 import sympy
+from mind.analysis.deps import INDEXED
 from mind.dialects.scheduled import Reduction, Store
 from mind.ir.core import Operation, Value
-
-from .deps import INDEXED
 
 
 class Phases:

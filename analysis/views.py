@@ -17,7 +17,7 @@ from mind.ir.core import Value
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import TensorType, contiguous_strides
 
-from .loops_utils import compose_view, pvar, simplify_index
+from .loops import compose_view, pvar, simplify_index
 
 Strides = tuple[IntLike, ...]
 

@@ -1,25 +1,22 @@
-"""Builds one `triton.kernel` from one `scheduled.node`, following its Layout.
+"""The kernel builder every strategy shares: one `triton.kernel` for one `scheduled.node`, laid
+out by a Tiling. It makes the signature (input and output pointers, numels, size symbols), the
+program's index blocks and masks, and translates body ops into block ops; a strategy
+(codegen/pointwise.py, persistent.py, looped.py) decides how the body's reductions and stores
+are arranged around them.
 
 Every body value is a block: x-only values are [XBLOCK, 1], values that vary along r are
-[XBLOCK, R0_BLOCK]. A body splits into phases by how many reductions a value depends on: phase k
-holds the work feeding the reductions whose inputs depend on k reductions. A persistent kernel
-computes the phases one after the other in registers; a looped kernel runs one r-loop per phase
-that reads along r, recomputing the loads it needs (softmax: max, then sum of exp, then the
-normalized store). A max and a sum of exp(v - max) share one r-loop (online softmax, see
-triton_online_softmax), so softmax reads a row twice.
-
-Symbolic sizes: each size symbol is an int argument named by the symbol, after the numels; a
-looped reduction over a symbolic r size runs up to the r0_numel argument.
+[XBLOCK, R0_BLOCK]. Symbolic sizes: each size symbol is an int argument named by the symbol,
+after the numels.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import sympy
 from mind.dialects.loops import Load
-from mind.dialects.reductions import REDUCTIONS
-from mind.dialects.scheduled import Reduction
+from mind.dialects.scheduled import Node
 from mind.dialects.triton import (
     block_dim,
     broadcast_shapes,
@@ -34,9 +31,11 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
-from .triton_layout import Group, Layout, size_symbols
-from .triton_online_softmax import fuse_online_softmax, online_combine, online_step
-from .triton_phases import Phases
+from .phases import Phases
+from .tiling import Group, Tiling, size_symbols
+
+if TYPE_CHECKING:
+    from .plan import Strategy
 
 
 @dataclass
@@ -56,41 +55,46 @@ class Scope:
 
 
 class KernelBuilder:
+    """Builds the kernel `name` of kind `kind` for `node`; `buffers` maps the node's inputs and
+    results to the wrapper's values, which the launch passes (`launch_args`)."""
+
     def __init__(
-        self,
-        node: Operation,
-        layout: Layout,
-        name: str,
-        buffers: dict[Value, Value],
-        online_softmax: bool = True,
+        self, node: Node, tiling: Tiling, kind: str, name: str, buffers: dict[Value, Value]
     ):
-        self.node, self.layout = node, layout
-        self.online_softmax = online_softmax
-        self.online: dict[Operation, Operation] = {}  # sum -> the max it shares an r-loop with
+        self.node, self.tiling = node, tiling
+        self.phases = Phases(node)
         self.counter = 0
         self.eviction: str | None = None  # the cache policy of loads in the loop being built
         self.value_groups: dict[Value, frozenset[Group]] = {}
         self.subs: dict[sympy.Symbol, sympy.Expr] = {}
         self._name_vars()
         args, self.launch_args, self.ptrs = self._signature(buffers)
-        constexprs = dict(layout.config.blocks)
         attrs = {
-            "kind": layout.config.kind,
-            "constexprs": constexprs,
-            "num_warps": layout.config.num_warps,
-            "num_stages": layout.config.num_stages,
+            "kind": kind,
+            "constexprs": dict(tiling.config.blocks),
+            "num_warps": tiling.config.num_warps,
+            "num_stages": tiling.config.num_stages,
             "origins": list(node.origins or []),
         }
         self.kernel = Operation(
             "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))]
         )
         named = {a.name: a for a in args}
-        self.numels = {g.prefix: named[f"{g.prefix}numel"] for g in layout.groups}
+        self.numels = {g.prefix: named[f"{g.prefix}numel"] for g in tiling.groups}
+
+    def build(self, strategy: Strategy) -> Operation:
+        """The program's index blocks on the grid axes, then the strategy's body."""
+        top = Scope(self.kernel.body, vars=dict(self.sizes))
+        for group in self.tiling.groups:
+            if group.pid_axis is not None:
+                self.program_group(top, group)
+        strategy.body(self, top)
+        return self.kernel
 
     # -- naming and signature --------------------------------------------------------------
     def _name_vars(self) -> None:
         n = 0
-        for group in self.layout.groups:
+        for group in self.tiling.groups:
             for dim, size in zip(group.dims, group.sizes):
                 if size == 1:
                     self.subs[sym(f"p{dim}")] = sympy.Integer(0)
@@ -111,8 +115,8 @@ class KernelBuilder:
             ptrs[result] = Value(f"out_ptr{i}", ptr_type(result.type.dtype))
             args.append(ptrs[result])
             launch.append(buffers[result])
-        idt = ScalarType(self.layout.index_dtype)
-        for group in self.layout.groups:
+        idt = ScalarType(self.tiling.index_dtype)
+        for group in self.tiling.groups:
             args.append(Value(f"{group.prefix}numel", idt))
             launch.append(group.numel)
         self.sizes = {s.name: Value(s.name, idt) for s in size_symbols(self.node)}
@@ -145,7 +149,7 @@ class KernelBuilder:
                 binds[s.name] = scope.values[indirect[int(s.name[1:])]]
             else:
                 raise MindError(f"index uses unknown symbol '{s}'", self.node.loc)
-        wide = self.layout.index_dtype == dt.i64 or any(
+        wide = self.tiling.index_dtype == dt.i64 or any(
             dtype_of(v) == dt.i64 for v in binds.values()
         )
         dtype = dtype or (dt.i64 if wide else dt.i32)
@@ -190,7 +194,7 @@ class KernelBuilder:
         names = {v.name: v for v in values}
         names |= {s.name: self.sizes[s.name] for s in expr.free_symbols if s.name in self.sizes}
         value = self.emit(
-            scope, "index", [expr, names], self.layout.index_dtype, shape, result=result
+            scope, "index", [expr, names], self.tiling.index_dtype, shape, result=result
         )
         return self.track(value, names)
 
@@ -218,7 +222,7 @@ class KernelBuilder:
             scope.vars[var.name] = self.bind(scope, expr, [index], group.shape, var.name)
 
     def program_group(self, scope: Scope, group: Group) -> None:
-        idt = self.layout.index_dtype
+        idt = self.tiling.index_dtype
         pid = self.emit(scope, "program_id", [group.pid_axis], idt, (), result=f"{group.prefix}pid")
         offset = self.bind(
             scope, block_dim(group.block) * sym(pid.name), [pid], (), f"{group.prefix}offset"
@@ -238,45 +242,6 @@ class KernelBuilder:
             group.shape,
             result=f"{group.prefix}base",
         )
-
-    # -- the body ----------------------------------------------------------------------------
-    def build(self) -> Operation:
-        top = Scope(self.kernel.body, vars=dict(self.sizes))
-        for group in self.layout.groups:
-            if group.pid_axis is not None:
-                self.program_group(top, group)
-        rgroup = self.layout.rgroup
-        if rgroup is not None:
-            rbase = self.base(top, rgroup)
-            if not self.layout.looped:
-                self.group_index(top, rgroup, None, rbase)
-        phases = Phases(self.node)
-        if self.layout.looped and self.online_softmax:
-            self.online = fuse_online_softmax(phases)
-        looped = [k for k in range(phases.count) if any(phases.r_work(k))]
-        for k in range(phases.count):
-            for op in phases.x_ops(k):
-                self.translate(top, op)
-            reductions, stores = phases.r_work(k)
-            if not reductions and not stores:
-                continue
-            if self.layout.looped:
-                # rows read again by a later loop stay in L2; the last loop streams through
-                last = k == looped[-1]
-                self.eviction = (
-                    None if len(looped) == 1 else ("evict_first" if last else "evict_last")
-                )
-                self.loop(top, rbase, phases, reductions, stores)
-                self.eviction = None
-            else:
-                for op in phases.closure(reductions + stores):
-                    if op.results and op.result in top.values:
-                        continue
-                    if isinstance(op, Reduction):
-                        top.values[op.result] = self.reduce_rows(top, op)
-                    else:
-                        self.translate(top, op)
-        return self.kernel
 
     def translate(self, scope: Scope, op: Operation) -> None:
         handler = getattr(self, f"on_{op.kind}", None)
@@ -327,7 +292,7 @@ class KernelBuilder:
         scope.block.append(op)
 
     def on_constant(self, scope: Scope, op: Operation) -> None:
-        shape = (1,) * self.layout.groups[0].rank
+        shape = (1,) * self.tiling.groups[0].rank
         scope.values[op.result] = self.full(scope, op.value, op.result.type.dtype, shape)
 
     def on_index(self, scope: Scope, op: Operation) -> None:
@@ -338,23 +303,23 @@ class KernelBuilder:
         scope.values[op.result] = self.emit(scope, "cast", [v], op.result.type.dtype, shape_of(v))
 
     # -- reductions --------------------------------------------------------------------------
-    def masked_input(self, scope: Scope, op: Operation, dtype) -> Value:
-        """The reduction's input as a full block, masked lanes set to the neutral value."""
-        full = self.layout.full_shape
-        v = scope.values[op.value]
+    def masked_input(self, scope: Scope, value: Value, neutral, dtype) -> Value:
+        """`value` as a full block of `dtype` whose masked lanes hold `neutral`, as a reduction
+        takes it (the neutral value leaves the reduction unchanged)."""
+        full = self.tiling.full_shape
+        v = value
         if dtype_of(v) != dtype:
             v = self.emit(scope, "cast", [v], dtype, shape_of(v))
         if tuple(shape_of(v)) != full:
             v = self.emit(scope, "broadcast_to", [v], dtype, full)
-        mask = self.mask(scope, self.layout.groups)
+        mask = self.mask(scope, self.tiling.groups)
         if mask is None:
             return v
-        other = self.full(
-            scope, REDUCTIONS[op.reduction_type].neutral(dtype), dtype, (1,) * len(full)
-        )
+        other = self.full(scope, neutral, dtype, (1,) * len(full))
         return self.emit_op(scope, "where", [mask, v, other], dtype)
 
     def r_index(self, scope: Scope) -> Value:
+        """The position along r, as i64 (what argmax/argmin give)."""
         index = scope.indices["r0_index"]
         return (
             index
@@ -362,118 +327,19 @@ class KernelBuilder:
             else self.emit(scope, "cast", [index], dt.i64, shape_of(index))
         )
 
-    def reduce_rows(self, scope: Scope, op: Operation) -> Value:
-        kind, rdt = REDUCTIONS[op.reduction_type], op.result.type.dtype
-        xshape = self.layout.groups[0].shape
-        attrs = {"reduction_type": kind.name}
-        if kind.is_index:
-            v = self.masked_input(scope, op, op.value.type.dtype)
-            index = self.emit(
-                scope, "broadcast_to", [self.r_index(scope)], dt.i64, self.layout.full_shape
-            )
-            return self.emit(scope, "reduce_index", [v, index, 1], rdt, xshape, attrs)
-        v = self.masked_input(scope, op, kind.accumulator(op.value.type.dtype, rdt))
-        return self.emit(scope, "reduce", [v, 1], rdt, xshape, attrs)
-
-    def loop(self, top: Scope, rbase: Value, phases: Phases, reductions, stores) -> None:
-        """One r-loop: accumulators carried along r, reduced across the block after the loop."""
-        full, idt = self.layout.full_shape, self.layout.index_dtype
-        accs: list[tuple[Operation, list]] = []
-        for op in reductions:
-            kind = REDUCTIONS[op.reduction_type]
-            vdt = kind.accumulator(op.value.type.dtype, op.result.type.dtype)
-            inits = [self.full(top, kind.neutral(vdt), vdt, full)]
-            if kind.is_index:
-                inits.append(self.full(top, 0, dt.i64, full))
-            accs.append((op, inits))
-        inits = [v for _, vs in accs for v in vs]
-        block = Block([Value("r0_offset", ScalarType(idt))])
-        carried = [block.add_arg(Value(f"_acc{i}", v.type)) for i, v in enumerate(inits)]
-        # a static trip count as Inductor writes it; a symbolic one runs to the r0_numel argument
-        rnumel = self.layout.rgroup.numel
-        stop = rnumel if isinstance(rnumel, int) else self.numels["r0_"]
-        attrs = {"range": (0, stop, block_dim("R0_BLOCK")), "init": inits}
-        loop = Operation(
-            "triton.for",
-            [],
-            attrs,
-            [v.type for v in inits],
-            [f"tmp{self.counter + i}" for i in range(len(inits))],
-            [Region(block)],
+    def recompute(self, scope: Scope, value: Value) -> Value:
+        """`value` computed again along r from its loads (registers hold a row only as long as a
+        reduction needs it): the ops that make it are translated anew, index math and masks
+        reused."""
+        again = self.phases.closure([self.phases.defs[value]])
+        fresh = {r for op in again for r in op.results}
+        redo = Scope(
+            scope.block,
+            {k: v for k, v in scope.values.items() if k not in fresh},
+            scope.vars,
+            scope.indices,
+            scope.masks,
         )
-        self.counter += len(inits)
-        inner = top.child(block)
-        self.group_index(inner, self.layout.rgroup, block.args[0], rbase)
-        targets = [op for op in reductions if op not in self.online] + stores
-        for op in phases.closure(targets):
-            if not isinstance(op, Reduction):
-                if not (op.results and op.result in top.values):
-                    self.translate(inner, op)
-        nexts, i, steps = [], 0, {}
-        mask = self.mask(inner, self.layout.groups)
-        for op, vs in accs:
-            acc = carried[i : i + len(vs)]
-            new = self.accumulate(inner, op, acc, steps)
-            if mask is not None:
-                new = [
-                    self.emit_op(inner, "where", [mask, n, a], dtype_of(a))
-                    for n, a in zip(new, acc)
-                ]
-            nexts += new
-            i += len(vs)
-        block.append(Operation("triton.yield", nexts))
-        top.block.append(loop)
-        i, outs = 0, {}
-        for op, vs in accs:
-            kind, rdt, out = (
-                REDUCTIONS[op.reduction_type],
-                op.result.type.dtype,
-                loop.results[i : i + len(vs)],
-            )
-            outs[op], i = out, i + len(vs)
-            if op in self.online:
-                top_max = self.online[op]
-                row_max = top.values[top_max.result]
-                top.values[op.result] = online_combine(self, top, out[0], outs[top_max][0], row_max)
-                continue
-            xshape = self.layout.groups[0].shape
-            args = [*out, 1]
-            name = "reduce_index" if kind.is_index else "reduce"
-            top.values[op.result] = self.emit(
-                top, name, args, rdt, xshape, {"reduction_type": kind.name}
-            )
-
-    def accumulate(self, scope: Scope, op: Operation, acc: list[Value], steps: dict) -> list:
-        """A reduction's accumulators after one more block. `steps` keeps each plain one's
-        (acc, input, new acc) for an online softmax sum to read its max's step."""
-        kind = REDUCTIONS[op.reduction_type]
-        if op in self.online:
-            m, x, m_new = steps[self.online[op]]
-            return [online_step(self, scope, acc[0], m, x, m_new)]
-        value = self.masked_input(scope, op, dtype_of(acc[0]))
-        if kind.is_index:
-            return list(self.combine_index(scope, kind.name, acc, value, self.r_index(scope)))
-        new = self.emit_op(scope, kind.combine, [acc[0], value], dtype_of(acc[0]))
-        steps[op] = (acc[0], value, new)
-        return [new]
-
-    def combine_index(self, scope: Scope, kind: str, acc, value: Value, index: Value):
-        op = Operation(
-            "triton.combine_index", [acc[0], acc[1], value, index], {"reduction_type": kind},
-            [acc[0].type, acc[1].type], [f"tmp{self.counter}", f"tmp{self.counter + 1}"],
-        )  # fmt: skip
-        self.counter += 2
-        return scope.block.append(op).results
-
-
-def build_kernel(
-    node: Operation,
-    layout: Layout,
-    name: str,
-    buffers: dict[Value, Value],
-    online_softmax: bool = True,
-) -> tuple[Operation, list]:
-    """The kernel for `node`, and the arguments its launch passes (wrapper values, then numels).
-    `buffers` maps the node's inputs and results to the wrapper's values."""
-    builder = KernelBuilder(node, layout, name, buffers, online_softmax)
-    return builder.build(), builder.launch_args
+        for op in again:
+            self.translate(redo, op)
+        return redo.values[value]

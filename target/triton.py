@@ -25,16 +25,16 @@ import re
 from dataclasses import dataclass, field
 
 import sympy
+from mind.dialects.reductions import REDUCTIONS
+from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.dialects.triton import dtype_of, shape_of
 from mind.ir import dtypes as dt
-from mind.ir.core import Module, Operation, Value
+from mind.ir.core import Module, Operation, Value, fresh_name
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import Device
 from mind.ir.types import SymType, TensorType, contiguous_strides
 
-from .reductions import REDUCTIONS
-from .scalar_ops import SCALAR_OPS
-from .triton import dtype_of, shape_of
-from .triton_pyops import is_dotted, py_expr, py_float, py_literal, tl_dtype, torch_dtype
+from .pyexpr import is_dotted, py_expr, py_float, py_literal, tl_dtype, torch_dtype
 
 HEADER = """\
 import torch
@@ -76,10 +76,7 @@ class Names:
         """A name not taken yet, from `base`, now taken."""
         base = base if base.isidentifier() else f"v{base}"
         base = base + "_" if keyword.iskeyword(base) else base
-        name, n = base, 0
-        while name in self.taken:
-            n += 1
-            name = f"{base}_{n}"
+        name = fresh_name(base, self.taken.__contains__)
         self.taken.add(name)
         return name
 
@@ -180,7 +177,7 @@ def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
     lines = []
     for op in ops:
         if op.name == "triton.store":
-            ptr, offset, value = (_value_text(x, n) for x in op.args)
+            ptr, offset, value = (_value_text(x, n) for x in (op.ptr, op.offset, op.value))
             mask = op.mask
             lines.append(
                 f"{pad}tl.store({ptr} + ({offset}), {value}{', ' + n(mask) if mask else ''})"
@@ -289,7 +286,7 @@ class Host:
     def bind_launch(self, op: Operation) -> None:
         kernel = self.module.lookup(op.symbol)
         signature, checked, varying = [], [], []
-        for param, arg in zip(kernel.body.args, op.args):
+        for param, arg in zip(kernel.body.args, op.values):
             if isinstance(arg, Value) and isinstance(arg.type, TensorType):
                 alignment = self.align_of(arg)
                 if alignment == UNKNOWN:
@@ -304,7 +301,7 @@ class Host:
         self.unspecialized[op.symbol] = varying
         name = self.names.fresh(f"{op.symbol}_launch")
         self.launchers[op.symbol] = name
-        device = next(a.type.device for a in op.args if isinstance(a, Value)
+        device = next(a.type.device for a in op.values if isinstance(a, Value)
                       and isinstance(a.type, TensorType))  # fmt: skip
         config = [f"num_warps={kernel.num_warps}", f"num_stages={kernel.num_stages}"]
         config += [f"{k}={v}" for k, v in kernel.constexprs.items()]
@@ -381,7 +378,7 @@ class Call:
             args = [*(lit(g) for g in op.grid), stream, *(lit(a) for a in op.values)]
             return f"{self.host.launchers[op.symbol]}({', '.join(args)})"
         if kind == "extern":
-            args = [lit(a) for a in op.args] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
+            args = [lit(a) for a in op.values] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
             targets = ", ".join(n(r) for r in op.results)
             call = f"{self.host.externs[op.symbol]}({', '.join(args)})"
             return f"{targets} = {call}" if op.results else call
@@ -392,7 +389,7 @@ class Call:
         if kind == "constant_tensor":
             return None  # made at load
         if kind == "output":
-            return f"return {lit(tuple(op.args))}"
+            return f"return {lit(tuple(op.values))}"
         raise MindError(f"cannot emit '{op.name}' in a wrapper", op.loc)
 
 

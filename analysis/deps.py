@@ -18,7 +18,7 @@ from mind.ir.core import Block, Operation, Value
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .loops_utils import pvar, strides_of, substitute
+from .loops import pvar, strides_of, substitute
 
 Dep = tuple[Value, IntLike, dict[str, IntLike]]
 Dim = tuple[sympy.Symbol, IntLike]
@@ -41,6 +41,13 @@ def reads(op: Operation) -> list[Value]:
     else:
         values = [v for v in op.operands if v.owner is not op]
     return list(dict.fromkeys(values))
+
+
+def erase_dead(body: Block) -> None:
+    """Erase the body ops whose results nothing uses (bodies are pure; stores stay)."""
+    for op in reversed(list(body.ops)):
+        if op.results and not any(r.users for r in op.results):
+            op.erase()
 
 
 def readers(value: Value, block: Block) -> set[Operation]:
