@@ -9,6 +9,7 @@ one when every index sees them as one contiguous range.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import sympy
@@ -61,7 +62,9 @@ def equal(a: IntLike, b: IntLike) -> bool:
 
 
 def product(sizes: list[IntLike]) -> IntLike:
-    return as_int_like(sympy.Mul(*sizes)) if sizes else 1
+    if all(isinstance(s, int) for s in sizes):
+        return math.prod(sizes)
+    return as_int_like(sympy.Mul(*sizes))
 
 
 #: what a size symbol counts as when a heuristic needs a number (Inductor's default size hint)
@@ -70,6 +73,8 @@ SIZE_HINT = 8192
 
 def size_hint(size: IntLike) -> int:
     """`size` with each symbol at SIZE_HINT: for estimating bytes and choosing configs."""
+    if isinstance(size, int):
+        return size
     size = sympy.sympify(size)
     return int(size.subs({s: SIZE_HINT for s in size.free_symbols}))
 

@@ -15,7 +15,6 @@ accessor, `set_arg`, `set_attr`, `replace_values`), which keeps each value's `us
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from types import MappingProxyType
 from typing import Any, ClassVar
 
 from .diagnostics import Location
@@ -76,6 +75,11 @@ def iter_values(item: Any) -> Iterator[Value]:
             yield from iter_values(x)
 
 
+def _plain(item: Any) -> bool:
+    """Holds no value (an int, an index expression, a string, ...), as far as a glance tells."""
+    return not isinstance(item, Value | list | tuple | dict)
+
+
 def _collect(item: Any, out: list[Value]) -> None:
     """iter_values into a list, without generators (it runs on every op change)."""
     if isinstance(item, Value):
@@ -93,6 +97,16 @@ def _collect(item: Any, out: list[Value]) -> None:
 
 #: op name -> the Operation subclass declaring it; filled by the registry (ir/registry.py)
 OpClassResolver = Callable[[str], type["Operation"]]
+
+
+class Attrs(dict):
+    """An op's attributes: a dict that refuses changes made around the op (they would bypass
+    its use lists); the op itself changes it with dict's own methods."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("an op's attributes change through the op: set_attr, del_attr, fields")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _refuse  # type: ignore[assignment]
 
 
 class Operation:
@@ -121,8 +135,7 @@ class Operation:
     ):
         self.name = name
         self._args: tuple[Any, ...] = tuple(args or ())
-        self._attrs: dict[str, Any] = dict(attrs or {})
-        self._attrs_view = MappingProxyType(self._attrs)
+        self._attrs = Attrs(attrs or {})
         self._operands: tuple[Value, ...] = ()
         self._link()
         types = list(result_types or [])
@@ -163,29 +176,34 @@ class Operation:
     @property
     def attrs(self) -> Mapping[str, Any]:
         """Read-only: change attributes with `set_attr`, `del_attr` or the op's accessors."""
-        return self._attrs_view
+        return self._attrs
 
     @attrs.setter
     def attrs(self, attrs: Mapping[str, Any]) -> None:
         self._unlink()
-        self._attrs.clear()
-        self._attrs.update(attrs)
+        self._attrs = Attrs(attrs)
         self._link()
 
     def set_arg(self, index: int, value: Any) -> None:
         args = list(self._args)
-        args[index] = value
-        self.args = args
+        old, args[index] = args[index], value
+        if _plain(old) and _plain(value):  # no value comes or goes: the users stay
+            self._args = tuple(args)
+        else:
+            self.args = args
 
     def set_attr(self, key: str, value: Any) -> None:
+        if _plain(value) and _plain(self._attrs.get(key)):
+            dict.__setitem__(self._attrs, key, value)
+            return
         self._unlink()
-        self._attrs[key] = value
+        dict.__setitem__(self._attrs, key, value)
         self._link()
 
     def del_attr(self, key: str) -> None:
         if key in self._attrs:
             self._unlink()
-            del self._attrs[key]
+            dict.__delitem__(self._attrs, key)
             self._link()
 
     @property
@@ -196,7 +214,7 @@ class Operation:
     def replace_values(self, fn: Callable[[Value], Any]) -> None:
         self._unlink()
         self._args = map_values(self._args, fn)
-        self._attrs.update(map_values(self._attrs, fn))
+        self._attrs = Attrs(map_values(dict(self._attrs), fn))
         self._link()
 
     # -- structure -------------------------------------------------------------------------
@@ -260,7 +278,7 @@ class Operation:
             return vmap.get(v, v)
 
         new._args = map_values(self._args, remap)
-        new._attrs.update(map_values(self._attrs, remap))
+        new._attrs = Attrs(map_values(dict(self._attrs), remap))
         new._link()
         return new
 

@@ -31,10 +31,6 @@ REDUCTION_OF = {
 }
 
 
-def upcast(dtype: DType) -> DType:
-    return dt.f32 if dtype in (dt.f16, dt.bf16) else dtype
-
-
 def reduce(
     ctx,
     x: Value,
@@ -95,14 +91,14 @@ def divide(ctx, total: Value, count, dtype: DType) -> Value:
 
 @register_lowering(aten.mean)
 def mean(ctx, x, dims=None, keepdim=False, *, dtype=None):
-    acc = upcast(ctx.out.dtype)
+    acc = dt.upcast(ctx.out.dtype)
     total = reduce(ctx, x, dims, keepdim, "sum", acc, lambda b, v, idx: b.cast(v, acc))
     return divide(ctx, total, numel(x, dims), ctx.out.dtype)
 
 
 def _var(ctx, x, dims, correction, keepdim):
     """Two passes: the mean, then the sum of squared deviations over n - correction."""
-    acc = upcast(x.type.dtype)
+    acc = dt.upcast(x.type.dtype)
     n = numel(x, dims)
     total = reduce(ctx, x, dims, keepdim, "sum", acc, lambda b, v, idx: b.cast(v, acc))
 
