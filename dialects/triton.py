@@ -33,7 +33,7 @@ from mind.ir.core import Block, Operation, Value
 from mind.ir.dtypes import DTYPES, DType
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result, var_args, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
-from mind.ir.symbols import IntLike, sym
+from mind.ir.symbols import sym
 from mind.ir.types import OpaqueType, TensorType, Type
 
 from .common import Call, add_graph_ops, add_memory_ops
@@ -52,10 +52,6 @@ def ptr_dtype(type_: Type) -> DType | None:
     """The element dtype of a `!ptr<dt>` type, None for any other type."""
     match = _PTR.match(type_.name) if isinstance(type_, OpaqueType) else None
     return DTYPES.get(match.group(1)) if match else None
-
-
-def block_type(dtype: DType, shape: tuple[IntLike, ...]) -> TensorType:
-    return TensorType(dtype, tuple(shape))
 
 
 def block_dim(name: str) -> sympy.Symbol:

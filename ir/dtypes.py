@@ -40,11 +40,6 @@ class DType:
         return self.kind in "fic"
 
     @property
-    def is_integer(self) -> bool:
-        """Integral, bool excluded."""
-        return self.kind in "iu"
-
-    @property
     def bits(self) -> int:
         return 8 * self.itemsize
 
