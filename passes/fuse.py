@@ -3,7 +3,7 @@
 Greedy, like `Scheduler.fuse_nodes`: among pairs of nodes that may fuse, fuse the one that saves
 the most memory traffic (bytes of buffers both read, plus the intermediate read, plus its write
 when no one else reads it), then look again. A pair may fuse when both are kernels on one
-device, their iterations share a loop nest (see iteration.py), no path leads from one to the
+device, their iterations share a loop nest (see analysis/iteration.py), no path leads from one to the
 other through a third node (that node would have to run in the middle), and every read of the
 earlier node's output by the later one is at the index it was stored at: such a load becomes the
 stored SSA value, and the store goes when nothing outside the fused node reads the buffer.
