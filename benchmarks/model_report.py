@@ -136,9 +136,17 @@ def write_json(path: str, rows: list[Row], meta: Meta) -> None:
     Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def read_json(path: str) -> tuple[list[Row], Meta]:
-    data = json.loads(Path(path).read_text())
-    return data["rows"], data["meta"]
+def read_json(paths: list[str]) -> tuple[list[Row], Meta]:
+    """The rows of one or more runs (say, inference and training run separately) and the first
+    run's settings, its lists and sizes extended by the others'."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    meta = dict(runs[0]["meta"])
+    for other in runs[1:]:
+        for f in FIELDS:
+            meta[f"{f}s"] = list(dict.fromkeys([*meta[f"{f}s"], *other["meta"][f"{f}s"]]))
+        meta["sizes"] = {**meta["sizes"], **other["meta"]["sizes"]}
+        meta["total_s"] = (meta.get("total_s") or 0) + (other["meta"].get("total_s") or 0)
+    return [r for run in runs for r in run["rows"]], meta
 
 
 def plot(path: str, rows: list[Row], meta: Meta) -> None:

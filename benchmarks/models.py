@@ -4,7 +4,7 @@ and one training step: wall, GPU and host ms, kernels, first-call s, error again
     python3 -m benchmarks.models [--models gpt2,bert] [--dtypes bf16] [--modes infer,train]
         [--backends eager,mind] [--jobs N] [--json F] [--md F] [--png F]
     python3 -m benchmarks.models --device cpu --small --models mlp --backends eager,mind
-    python3 -m benchmarks.models --from-json F [--md F] [--png F]   # render a finished or cut run
+    python3 -m benchmarks.models --from-json F [F ...] [--md F] [--png F]   # render runs again
 
 Every row runs in a fresh process (`workers.py`): an error, hang or crash ends that row only.
 Progress goes to stderr, the Markdown to stdout; the JSON and Markdown files are rewritten after
@@ -85,7 +85,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", help="write the rows and settings here")
     p.add_argument("--md", help="write the Markdown here (it also goes to stdout)")
     p.add_argument("--png", help="plot the speedups here (needs matplotlib)")
-    p.add_argument("--from-json", help="render this earlier run's JSON instead of running")
+    p.add_argument(
+        "--from-json", nargs="+", metavar="JSON",
+        help="render these earlier runs (their rows together) instead of running",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.jobs < 0:
         p.error("--jobs must be 0 or more")
@@ -158,7 +161,7 @@ def progress(started: float, done: int, total: int, row: dict[str, object]) -> N
 
 
 def write(args: argparse.Namespace, rows: list[dict], meta: dict, final: bool) -> None:
-    if args.json and not args.from_json:
+    if args.json:
         model_report.write_json(args.json, rows, meta)
     if args.md:
         Path(args.md).write_text(model_report.markdown(rows, meta))

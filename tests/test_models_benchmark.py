@@ -120,7 +120,7 @@ def test_transformers_model_trains_under_mind(env):
     assert_checked(by_backend(rows, "train")["mind"], train=True)
 
 
-def test_from_json_renders_a_run_again(tmp_path):
+def test_from_json_renders_runs_again_together(tmp_path):
     meta = {
         "device_name": "cpu", "versions": {"torch": "2"}, "jobs": 1, "sizes": {},
         "models": ["m"], "dtypes": ["bf16"], "modes": ["train"],
@@ -134,12 +134,22 @@ def test_from_json_renders_a_run_again(tmp_path):
         {**base, "backend": "eager", "wall_ms": 2.0, "gpu_ms": 1.5, "host_ms": 0.5,
          "kernels": 7},
     ]  # fmt: skip
-    source = tmp_path / "in.json"
-    source.write_text(json.dumps({"meta": meta, "rows": rows}))
+    infer = {**base, "mode": "infer"}
+    runs = [  # training, then inference in a second run: rendered together
+        (meta, rows),
+        ({**meta, "modes": ["infer"]}, [{**infer, "backend": "eager", "wall_ms": 1.0},
+                                        {**infer, "backend": "mind", "wall_ms": 0.25}]),
+    ]  # fmt: skip
+    sources = [tmp_path / f"run{i}.json" for i in range(len(runs))]
+    for path, (m, r) in zip(sources, runs):
+        path.write_text(json.dumps({"meta": m, "rows": r}))
     md_path = tmp_path / "out.md"
-    assert models.main(["--from-json", str(source), "--md", str(md_path)]) == 0
+    assert models.main(["--from-json", *map(str, sources), "--md", str(md_path)]) == 0
     md = md_path.read_text()
-    assert "| m | bf16 | train | 2.000 | ERR | 2.00 (FAIL) |" in md  # eager first, then the rest
+    pivot = (
+        "| m | bf16 | train | 2.000 | ERR | 2.00 (FAIL) |\n| m | bf16 | infer | 1.000 |  | 4.00 |"
+    )
+    assert pivot in md  # eager first, then the rest; the groups in the order of the runs
     assert "| m | bf16 | train | eager | 2.000 | 1.500 | 0.500 | 7 | - |" in md
     assert (
         "| m | bf16 | train | mind | 1.000 | - | - | - | 2.0 | 1.0e+00 | - | FAIL (fallback)" in md
