@@ -1,21 +1,28 @@
 """Triton IR -> a Python module, laid out like Inductor's output code: imports, one
-`@triton.jit` function per kernel, and `def call(args)` that checks the inputs, allocates on the
-inputs' device, launches `kernel[grid](..., XBLOCK=..., num_warps=...)` and returns the outputs.
+`@triton.jit` function per kernel, what is bound once when the module loads, and `def call(args)`.
 
-Triton reads TRITON_INTERPRET when `@triton.jit` decorates a function (triton 3.6:
-`knobs.runtime.interpret`, read from the environment on each access), so whoever imports the
-generated module on CPU tensors sets it first; the module itself never changes it.
+Bound at load (see mind.runtime.launch): each kernel's launcher, compiled for its arguments'
+types and alignment; each ATen op an extern call runs; each constant tensor, on its device. So
+`call` does only what a call needs: bind the symbolic sizes, make the graph's device current and
+read its stream (CUDA), allocate or reuse buffers, launch, call ATen, return.
+
+Alignment: a buffer `call` allocates is aligned; a graph input, an ATen result, or a view of them
+may not be, so such a pointer argument is checked at each launch (a misaligned one takes
+Triton's JIT path); a view at a misaligned offset of an aligned buffer is compiled unaligned.
 
 Symbolic sizes: `call` first binds each size symbol by name from its inputs (a `sym(s0)` input
 is the value; otherwise a tensor input's size or stride), so sizes, strides, grids and launch
-arguments are Python expressions over them. An r-loop up to a kernel argument is a `while`:
-the interpreter cannot `range` over a scalar argument (numpy 2 refuses int() of its 1-element
+arguments are Python expressions over them; integer arguments that vary are compiled
+unspecialized (`do_not_specialize`). An r-loop up to a kernel argument is a `while`: the
+interpreter cannot `range` over a scalar argument (numpy 2 refuses int() of its 1-element
 array), and compiled Triton accepts both.
 """
 
 from __future__ import annotations
 
 import keyword
+import re
+from dataclasses import dataclass, field
 
 import sympy
 import torch
@@ -32,44 +39,74 @@ import triton
 import triton.language as tl
 from torch._C._dynamo.guards import assert_size_stride
 
+from mind.runtime.launch import (
+    I32,
+    I64,
+    bind,
+    device_guard,
+    empty_strided_cpu,
+    empty_strided_cuda,
+    get_raw_stream,
+    misaligned,
+    reinterpret_tensor,
+)
 from mind.runtime.triton_helpers import for_current_mode
 
 triton_helpers = for_current_mode()
 """
 
-_RESERVED = {"tl", "triton", "torch", "triton_helpers", "for_current_mode", "assert_size_stride",
-             "device", "args", "range", "float", "int", "len", "print"}  # fmt: skip
+_RESERVED = set(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", HEADER)) | {
+    "args", "stream", "range", "float", "int", "len", "print", "min", "max"}  # fmt: skip
 
 
 class Names:
     """Python identifiers for SSA values: their IR names when valid, unique per function."""
 
     def __init__(self, taken: set[str]):
-        self.taken = set(taken)
+        self.taken = taken
         self.names: dict[Value, str] = {}
+
+    def fresh(self, base: str) -> str:
+        """A name not taken yet, from `base`, now taken."""
+        base = base if base.isidentifier() else f"v{base}"
+        base = base + "_" if keyword.iskeyword(base) else base
+        name, n = base, 0
+        while name in self.taken:
+            n += 1
+            name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
 
     def __call__(self, value: Value) -> str:
         if value not in self.names:
-            base = value.name if value.name.isidentifier() else f"v{value.name}"
-            base = base + "_" if keyword.iskeyword(base) else base
-            name, n = base, 0
-            while name in self.taken:
-                n += 1
-                name = f"{base}_{n}"
-            self.taken.add(name)
-            self.names[value] = name
+            self.names[value] = self.fresh(value.name)
         return self.names[value]
+
+    def scope(self) -> Names:
+        """Names for one function: module-level names stay taken, its own stay its own."""
+        inner = Names(set(self.taken))
+        inner.names = dict(self.names)
+        return inner
 
 
 def emit(module: Module) -> str:
-    """The Python source of a triton-dialect module."""
-    taken = _RESERVED | {op.symbol for op in module.ops}
-    parts = [HEADER]
+    """The Python source of a triton-dialect module: kernels, load-time bindings, wrappers."""
     for op in module.ops:
-        emitter = _TOP_LEVEL.get(op.name)
-        if emitter is None:
+        if op.name not in ("triton.kernel", "triton.wrapper"):
             raise MindError(f"cannot emit '{op.name}' as Python (expected triton IR)", op.loc)
-        parts.append(emitter(op, Names(taken), module))
+    kernels = [op for op in module.ops if op.name == "triton.kernel"]
+    wrappers = [op for op in module.ops if op.name == "triton.wrapper"]
+    names = Names(_RESERVED | {op.symbol for op in module.ops})
+    host = Host(module, names)
+    for wrapper in wrappers:
+        host.bind_wrapper(wrapper)
+    parts = [HEADER]
+    parts += [
+        emit_kernel(op, names.scope(), host.unspecialized.get(op.symbol, [])) for op in kernels
+    ]
+    if host.lines:
+        parts.append("\n".join(host.lines) + "\n")
+    parts += [emit_wrapper(op, host) for op in wrappers]
     return "\n\n".join(parts)
 
 
@@ -175,71 +212,185 @@ def _for_lines(op: Operation, n: Names, depth: int) -> list[str]:
     return lines
 
 
-def emit_kernel(op: Operation, n: Names, module: Module) -> str:
+def emit_kernel(op: Operation, n: Names, unspecialized: list[str]) -> str:
+    """`@triton.jit def kernel(...)`; integer arguments that vary between calls are listed in
+    `do_not_specialize`, so the kernel bound at load serves every call."""
     params = [n(a) for a in op.body.args]
     params += [f"{name}: tl.constexpr" for name in op.attrs["constexprs"]]
-    head = f"@triton.jit\ndef {op.symbol}({', '.join(params)}):"
+    names = [n(a) for a in op.body.args if a.name in unspecialized]
+    decorator = f"@triton.jit(do_not_specialize={names!r})" if names else "@triton.jit"
+    head = f"{decorator}\ndef {op.symbol}({', '.join(params)}):"
     body = _kernel_lines(op.body.ops, n, 1) or ["    pass"]
     return "\n".join([head, *body]) + "\n"
 
 
-# -- the wrapper -----------------------------------------------------------------------------
-def _device_line(op: Operation, n: Names) -> str:
-    tensors = [a for a in op.body.args if isinstance(a.type, TensorType)]
-    if tensors:
-        return f"    device = {n(tensors[0])}.device"
-    typed = [r.type for o in op.body.ops for r in o.results if isinstance(r.type, TensorType)]
-    device = next((t.device for t in typed if t.device is not None), "cpu")
-    return f'    device = torch.device("{device}")'
+# -- what is bound at load -------------------------------------------------------------------
+ALIGNED, UNKNOWN, MISALIGNED = "aligned", "unknown", "misaligned"
+#: how each wrapper op's result is aligned, from its operands' alignment
+_ALIGNMENT = {
+    "triton.empty_strided": lambda op, of: ALIGNED,
+    "triton.constant_tensor": lambda op, of: ALIGNED,
+    "triton.reuse": lambda op, of: of(op.args[0]),
+    "triton.reinterpret": lambda op, of: _view_alignment(of(op.args[0]), op),
+}
 
 
-def _alloc(t: TensorType) -> str:
-    return f"torch.empty_strided({py_literal(t.shape, str)}, {py_literal(t.strides, str)}, device=device, dtype={t.dtype})"
+def _view_alignment(base: str, op: Operation) -> str:
+    offset = op.attrs["offset"]
+    if not isinstance(offset, int):
+        return UNKNOWN
+    if offset * op.result.type.dtype.itemsize % 16 == 0:
+        return base
+    return MISALIGNED if base == ALIGNED else UNKNOWN
 
 
-def _wrapper_line(op: Operation, n: Names, module: Module) -> str:
-    kind = op.name.split(".", 1)[1]
+@dataclass
+class Host:
+    """What the module binds once, when it loads, for its wrappers: launchers, ATen ops,
+    devices and constants, each under a module-level name, with the lines that make them."""
 
-    def lit(value) -> str:
-        return py_literal(value, n)
+    module: Module
+    names: Names
+    lines: list[str] = field(default_factory=list)
+    #: kernel -> the names of its integer arguments that vary between calls
+    unspecialized: dict[str, list[str]] = field(default_factory=dict)
+    launchers: dict[str, str] = field(default_factory=dict)
+    externs: dict[str, str] = field(default_factory=dict)
+    devices: dict[str, str] = field(default_factory=dict)
+    #: per wrapper value: its alignment
+    alignment: dict[Value, str] = field(default_factory=dict)
 
-    if kind == "assert_size_stride":
-        return f"assert_size_stride({', '.join(lit(a) for a in op.args)})"
-    if kind == "empty_strided":
-        return f"{n(op.result)} = {_alloc(op.result.type)}"
-    if kind == "reuse":
-        old, t = op.args[0], op.result.type
-        if (old.type.shape, old.type.strides) == (t.shape, t.strides):
-            return f"{n(op.result)} = {n(old)}  # reuse"
-        return f"{n(op.result)} = {n(old)}.as_strided({lit(t.shape)}, {lit(t.strides)})  # reuse"
-    if kind == "launch":
-        kernel = module.lookup(op.symbol)
-        config = {**kernel.attrs["constexprs"], "num_warps": kernel.attrs["num_warps"],
-                  "num_stages": kernel.attrs["num_stages"]}  # fmt: skip
-        args = [lit(a) for a in op.args] + [f"{k}={v}" for k, v in config.items()]
-        return f"{op.symbol}[{lit(op.attrs['grid'])}]({', '.join(args)})"
-    if kind == "extern":
+    def bind_wrapper(self, wrapper: Operation) -> None:
+        for op in wrapper.body.ops:
+            rule = _ALIGNMENT.get(op.name)
+            for result in op.results:
+                self.alignment[result] = rule(op, self.align_of) if rule else UNKNOWN
+            handler = _BINDINGS.get(op.name)
+            if handler:
+                handler(self, op)
+
+    def align_of(self, value: Value) -> str:
+        return self.alignment.get(value, UNKNOWN)
+
+    def device(self, device: torch.device) -> str:
+        key = str(device)
+        if key not in self.devices:
+            name = self.names.fresh(re.sub(r"\W", "_", key))
+            self.devices[key] = name
+            self.lines.append(f"{name} = torch.device({key!r})")
+        return self.devices[key]
+
+    def literal(self, value, names: Names) -> str:
+        return py_literal(value, names, self.device)
+
+    def bind_launch(self, op: Operation) -> None:
+        kernel = self.module.lookup(op.symbol)
+        signature, checked, varying = [], [], []
+        for param, arg in zip(kernel.body.args, op.args):
+            if isinstance(arg, Value) and isinstance(arg.type, TensorType):
+                alignment = self.align_of(arg)
+                if alignment == UNKNOWN:
+                    checked.append(len(signature))
+                dtype = str(arg.type.dtype)
+                signature.append(f"misaligned({dtype})" if alignment == MISALIGNED else dtype)
+            elif isinstance(arg, int):
+                signature.append(str(arg))
+            else:  # a symbolic size: one compiled kernel serves every value
+                varying.append(param.name)
+                signature.append("I64" if dtype_of(param) == torch.int64 else "I32")
+        self.unspecialized[op.symbol] = varying
+        name = self.names.fresh(f"{op.symbol}_launch")
+        self.launchers[op.symbol] = name
+        device = next(a.type.device for a in op.args if isinstance(a, Value)
+                      and isinstance(a.type, TensorType))  # fmt: skip
+        config = [f"num_warps={kernel.attrs['num_warps']}",
+                  f"num_stages={kernel.attrs['num_stages']}"]  # fmt: skip
+        config += [f"{k}={v}" for k, v in kernel.attrs["constexprs"].items()]
+        checks = f"checked={tuple(checked)!r}, " if checked else ""
+        self.lines.append(
+            f"{name} = bind({op.symbol}, {self.device(device)}, ({', '.join(signature)}"
+            f"{',' if len(signature) == 1 else ''}), {checks}{', '.join(config)})"
+        )
+
+    def bind_extern(self, op: Operation) -> None:
         if not is_dotted(op.symbol):
             raise MindError(f"cannot call '{op.symbol}'", op.loc)
-        args = [lit(a) for a in op.args] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
-        targets = ", ".join(n(r) for r in op.results) + ("," if len(op.results) == 1 else "")
-        call = f"torch.ops.{op.symbol}({', '.join(args)})"
-        return f"{targets.rstrip(',')} = {call}" if len(op.results) == 1 else f"{targets} = {call}"
-    if kind == "reinterpret":
-        buf, t, offset = op.args[0], op.result.type, op.attrs["offset"]
-        start = "" if offset == 0 else f", {n(buf)}.storage_offset() + {lit(offset)}"
-        return (
-            f"{n(op.result)} = torch.as_strided({n(buf)}, {lit(t.shape)}, {lit(t.strides)}{start})"
-        )
-    if kind == "constant_tensor":
+        if op.symbol not in self.externs:
+            name = self.names.fresh(op.symbol.replace(".", "_"))
+            self.externs[op.symbol] = name
+            self.lines.append(f"{name} = torch.ops.{op.symbol}")
+
+    def bind_constant(self, op: Operation) -> None:
         t = op.result.type
         strides = t.strides or contiguous_strides(t.shape)
-        data = f"torch.tensor({lit(op.attrs['data'])}, dtype={t.dtype}).reshape({lit(t.shape)})"
-        alloc = _alloc(TensorType(t.dtype, t.shape, strides, t.device))
-        return f"{n(op.result)} = {alloc}.copy_({data})"
-    if kind == "output":
-        return f"return {lit(tuple(op.args))}"
-    raise MindError(f"cannot emit '{op.name}' in a wrapper", op.loc)
+        name = self.names(op.result)
+        data = self.literal(op.attrs["data"], self.names)
+        self.lines.append(
+            f"{name} = torch.empty_strided({self.literal(t.shape, self.names)}, "
+            f"{self.literal(strides, self.names)}, dtype={t.dtype}, "
+            f"device={self.device(t.device or torch.device('cpu'))})"
+            f".copy_(torch.tensor({data}, dtype={t.dtype}).reshape({self.literal(t.shape, self.names)}))"
+        )
+
+
+_BINDINGS = {
+    "triton.launch": Host.bind_launch,
+    "triton.extern": Host.bind_extern,
+    "triton.constant_tensor": Host.bind_constant,
+}
+
+
+# -- the wrapper -----------------------------------------------------------------------------
+@dataclass
+class Call:
+    """One wrapper being emitted: its names, and the CUDA device it runs on (if any)."""
+
+    host: Host
+    n: Names
+    cuda: int | None
+
+    def lit(self, value) -> str:
+        return self.host.literal(value, self.n)
+
+    def alloc(self, t: TensorType) -> str:
+        size, stride = self.lit(t.shape), self.lit(t.strides)
+        device = t.device or torch.device("cpu")
+        if device.type == "cpu":
+            return f"empty_strided_cpu({size}, {stride}, {t.dtype})"
+        if device.type == "cuda" and (device.index or 0) == self.cuda:
+            return f"empty_strided_cuda({size}, {stride}, {t.dtype})"
+        return f"torch.empty_strided({size}, {stride}, dtype={t.dtype}, device={self.host.device(device)})"
+
+    def line(self, op: Operation) -> str | None:
+        kind = op.name.split(".", 1)[1]
+        n, lit = self.n, self.lit
+        if kind == "assert_size_stride":
+            return f"assert_size_stride({', '.join(lit(a) for a in op.args)})"
+        if kind == "empty_strided":
+            return f"{n(op.result)} = {self.alloc(op.result.type)}"
+        if kind == "reuse":
+            old, t = op.args[0], op.result.type
+            if (old.type.shape, old.type.strides) == (t.shape, t.strides):
+                return f"{n(op.result)} = {n(old)}  # reuse"
+            return f"{n(op.result)} = reinterpret_tensor({n(old)}, {lit(t.shape)}, {lit(t.strides)}, 0)  # reuse"
+        if kind == "launch":
+            stream = "None" if self.cuda is None else "stream"
+            args = [*(lit(g) for g in op.attrs["grid"]), stream, *(lit(a) for a in op.args)]
+            return f"{self.host.launchers[op.symbol]}({', '.join(args)})"
+        if kind == "extern":
+            args = [lit(a) for a in op.args] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
+            targets = ", ".join(n(r) for r in op.results)
+            call = f"{self.host.externs[op.symbol]}({', '.join(args)})"
+            return f"{targets} = {call}" if op.results else call
+        if kind == "reinterpret":
+            t = op.result.type
+            offset = lit(op.attrs["offset"])
+            return f"{n(op.result)} = reinterpret_tensor({n(op.args[0])}, {lit(t.shape)}, {lit(t.strides)}, {offset})"
+        if kind == "constant_tensor":
+            return None  # made at load
+        if kind == "output":
+            return f"return {lit(tuple(op.args))}"
+        raise MindError(f"cannot emit '{op.name}' in a wrapper", op.loc)
 
 
 def _size_bindings(op: Operation, n: Names) -> list[str]:
@@ -258,18 +409,35 @@ def _size_bindings(op: Operation, n: Names) -> list[str]:
             for d, size in enumerate(sizes):
                 if isinstance(size, sympy.Symbol):
                     bound.setdefault(size.name, f"{n(arg)}.{method}({d})")
-    return [f"    {name} = {source}" for name, source in bound.items()]
+    return [f"{name} = {source}" for name, source in bound.items()]
 
 
-def emit_wrapper(op: Operation, n: Names, module: Module) -> str:
+def _cuda_index(op: Operation) -> int | None:
+    """The CUDA device the wrapper makes current: that of its first CUDA tensor."""
+    values = [*op.body.args, *(r for o in op.body.ops for r in o.results)]
+    for value in values:
+        t = value.type
+        if isinstance(t, TensorType) and t.device is not None and t.device.type == "cuda":
+            return t.device.index or 0
+    return None
+
+
+def emit_wrapper(op: Operation, host: Host) -> str:
+    n = host.names.scope()
     n.taken |= _size_symbols(op)
+    call = Call(host, n, _cuda_index(op))
     args = [n(a) for a in op.body.args]
     lines = [f"def {op.symbol}(args):"]
     if args:
         lines.append(f"    {', '.join(args)}{',' if len(args) == 1 else ''} = args")
-    lines += _size_bindings(op, n)
-    lines.append(_device_line(op, n))
-    lines += ["    " + _wrapper_line(o, n, module) for o in op.body.ops]
+    lines += ["    " + line for line in _size_bindings(op, n)]
+    body = [line for line in map(call.line, op.body.ops) if line is not None]
+    if call.cuda is not None:
+        lines.append(f"    with device_guard({call.cuda}):")
+        lines.append(f"        stream = get_raw_stream({call.cuda})")
+        lines += ["        " + line for line in body]
+    else:
+        lines += ["    " + line for line in body]
     return "\n".join(lines) + "\n"
 
 
@@ -284,6 +452,3 @@ def _size_symbols(op: Operation) -> set[str]:
         for e in exprs:
             names |= {s.name for s in sympy.sympify(e).free_symbols}
     return names
-
-
-_TOP_LEVEL = {"triton.kernel": emit_kernel, "triton.wrapper": emit_wrapper}

@@ -147,8 +147,11 @@ def py_expr(expr: Any, names: Callable[[str], str], minmax=("tl.minimum", "tl.ma
     raise MindError(f"cannot emit index expression '{expr}'")
 
 
-def py_literal(value: Any, name: Callable[[Value], str], device: str = "device") -> str:
-    """An attribute value as a Python expression for the wrapper (ATen call arguments)."""
+def py_literal(
+    value: Any, name: Callable[[Value], str], device: Callable[[torch.device], str]
+) -> str:
+    """An attribute value as a Python expression for the wrapper (ATen call arguments);
+    `device` names a module-level torch.device."""
 
     def lit(x: Any) -> str:
         return py_literal(x, name, device)
@@ -173,7 +176,7 @@ def py_literal(value: Any, name: Callable[[Value], str], device: str = "device")
     if isinstance(value, torch.dtype):
         return str(value)
     if isinstance(value, torch.device):
-        return device
+        return device(value)
     if isinstance(value, PyRef) and value.path.startswith("torch.") and is_dotted(value.path):
         return value.path
     raise MindError(f"cannot pass {value!r} to a Python call")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 import mind
-from mind.backend import PIPELINE
 from mind.dialects.triton_emit import emit
+from mind.options import PIPELINE
 from mind.passes.manager import make_pass
 
 #: the pipeline in stages: the passes that end at each printed stage

@@ -7,6 +7,11 @@ size, dtype and device takes it over instead of allocating (graph inputs and out
 A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
 and it never enters the pool itself.
 
+Constants are made once, when the emitted module loads: they never enter the pool, and an
+output that is a constant (or a view of one) is a copy, so a caller cannot change the next call's
+constant. Input sizes and strides are Dynamo's guards to check (and AOTAutograd's, for a backward
+graph's tangents); `assert-inputs` makes the wrapper assert them again on every call.
+
 Symbolic sizes: launches pass the size symbols and numels as expressions, grids are expressions
 the emitted wrapper evaluates, and inputs with symbolic sizes are not asserted.
 """
@@ -84,6 +89,8 @@ class ToTriton(Pass):
     max_r_block: int = MAX_R_BLOCK
     #: looped softmax computes max and sum of exp in one r-loop (off: one r-loop each)
     online_softmax: bool = True
+    #: assert every input's sizes and strides on each call (the guards already check them)
+    assert_inputs: bool = False
 
     def run(self, module: Module) -> Module:
         kernels: list[Operation] = []
@@ -110,7 +117,7 @@ class _WrapperBuilder:
     def build(self, name: str) -> Operation:
         for arg in self.graph.body.args:
             self.values[arg] = self.block.add_arg(Value(arg.name, arg.type))
-        for arg in self.block.args:
+        for arg in self.block.args if self.options.assert_inputs else []:
             t = arg.type
             if isinstance(t, TensorType) and t.strides is not None and _static(t):
                 self.add(Operation("triton.assert_size_stride", [arg, t.shape, t.strides]))
@@ -118,7 +125,8 @@ class _WrapperBuilder:
         last = _last_uses(ops)
         outputs = set(iter_values(ops[-1].args)) if ops else set()
         _extend_to_aliases(ops, last, outputs)
-        kept = outputs | set(self.graph.body.args)
+        constants = {op.result for op in ops if op.name == "scheduled.constant_tensor"}
+        kept = outputs | constants | set(self.graph.body.args)
         for i, op in enumerate(ops):
             handler = _HANDLERS.get(op.name)
             if handler is None:
@@ -207,7 +215,22 @@ class _WrapperBuilder:
         self.values[op.result] = self.add(alias).result
 
     def on_output(self, op: Operation) -> None:
-        self.add(Operation("triton.output", map_values(op.args, self.values.__getitem__)))
+        self.add(Operation("triton.output", map_values(op.args, self.output_value)))
+
+    def output_value(self, value: Value) -> Value:
+        """The wrapper value returned for `value`: a copy when it is (a view of) a constant,
+        which lives as long as the module and must not be handed to the caller."""
+        root = (alias_of(value) or (value, 0))[0]
+        if not (isinstance(root.owner, Operation) and root.owner.name.endswith(".constant_tensor")):
+            return self.values[value]
+        clone = Operation(
+            "triton.extern",
+            [self.values[value]],
+            result_types=[value.type],
+            result_names=[f"{value.name}_copy"],
+            symbol="aten.clone.default",
+        )
+        return self.add(clone).result
 
 
 _HANDLERS = {

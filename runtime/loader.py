@@ -18,7 +18,7 @@ import torch
 from triton import knobs
 
 from .cache import cached_file, source_key
-from .errors import wrap_call
+from .errors import GeneratedSource, wrap_call
 from .interpreter import run_interpreted
 
 _MODULES: dict[str, types.ModuleType] = {}
@@ -50,14 +50,21 @@ def _import(path, name: str, key: str, origin: str | None, interpret: bool) -> t
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    source = GeneratedSource(str(path), origin or name)
     with _KNOB_LOCK, knobs.runtime.scope():
         knobs.runtime.interpret = interpret
         try:
-            spec.loader.exec_module(module)
+            spec.loader.exec_module(module)  # binds (compiles) the kernels
+        except Exception as exc:
+            del sys.modules[module_name]
+            error = source.error(exc)
+            if error is None:
+                raise
+            raise error from exc
         except BaseException:
             del sys.modules[module_name]
             raise
     if interpret:
         run_interpreted(module)
-    wrap_call(module, origin or name)
+    wrap_call(module, source)
     return module

@@ -42,10 +42,9 @@ def test_backend_resolves_by_name():
     assert lookup_backend("mind") is backend.mind_backend
 
 
-def test_failing_pass_warns_once_and_runs_eagerly(monkeypatch):
-    monkeypatch.setattr(backend, "PIPELINE", "lower,no-such-pass")
+def test_failing_pass_warns_once_and_runs_eagerly():
     inputs = seed_inputs()
-    out, warned = run(seed, *inputs)
+    out, warned = run(seed, *inputs, options={"pipeline": "lower,no-such-pass"})
     torch.testing.assert_close(out, seed(*inputs))
     assert len(warned) == 1
     assert warned[0].startswith("mind: graph 'graph") and "unknown pass 'no-such-pass'" in warned[0]
@@ -54,7 +53,7 @@ def test_failing_pass_warns_once_and_runs_eagerly(monkeypatch):
 
 
 def test_kernel_failing_at_first_call_warns_once_and_runs_eagerly(monkeypatch):
-    monkeypatch.setattr(backend, "generate", lambda graph, dump: BROKEN_SOURCE)
+    monkeypatch.setattr(backend, "generate", lambda graph, dump, pipeline: BROKEN_SOURCE)
     inputs = seed_inputs()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -69,7 +68,7 @@ def test_kernel_failing_at_first_call_warns_once_and_runs_eagerly(monkeypatch):
 
 
 def test_generated_program_runs(monkeypatch):
-    monkeypatch.setattr(backend, "generate", lambda graph, dump: SEED_SOURCE)
+    monkeypatch.setattr(backend, "generate", lambda graph, dump, pipeline: SEED_SOURCE)
     inputs = seed_inputs()
     out, warned = run(seed, *inputs)
     assert warned == []
@@ -102,3 +101,36 @@ def test_symbolic_sizes_match_eager_without_fallback():
             inputs = tuple(torch.randn(rows, cols) for _ in range(3))
             torch.testing.assert_close(compiled(*inputs), seed(*inputs))
     assert not [w for w in caught if issubclass(w.category, MindFallbackWarning)]
+
+
+def test_pipeline_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MIND_PIPELINE", "lower,no-such-pass")
+    out, warned = run(seed, *seed_inputs())
+    assert len(warned) == 1 and "unknown pass 'no-such-pass'" in warned[0]
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune",
+                                  "max-autotune-no-cudagraphs"])  # fmt: skip
+def test_modes_compile_and_match_eager(mode):
+    """On CPU tensors there is nothing to record: every mode runs the compiled kernels."""
+    inputs = seed_inputs()
+    out, warned = run(seed, *inputs, mode=mode)
+    assert warned == []
+    torch.testing.assert_close(out, seed(*inputs))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"mode": "fast"}, "unknown mode 'fast' (modes: default, reduce-overhead, max-autotune, "
+                           "max-autotune-no-cudagraphs)"),
+        ({"options": {"cuda_graphs": True}}, "unknown option 'cuda_graphs' (options: cudagraphs, "
+                                             "cudagraph_max_shapes, cudagraph_max_recordings, "
+                                             "pipeline)"),
+        ({"options": {"cudagraphs": 1}}, "option 'cudagraphs' takes a bool, not int (1)"),
+    ],
+)  # fmt: skip
+def test_bad_mode_or_option_is_an_error_naming_the_valid_ones(kwargs, error):
+    """A caller's mistake raises (through Dynamo) instead of quietly running eagerly."""
+    with pytest.raises(Exception, match=re.escape(error)):
+        torch.compile(seed, backend="mind", **kwargs)(*seed_inputs())
