@@ -37,6 +37,9 @@ from .triton_online_softmax import fuse_online_softmax, online_combine, online_s
 from .triton_phases import Phases
 
 _ARG_REDUCTIONS = ("argmax", "argmin")
+#: reductions that accumulate low-precision floats in f32
+_WIDENED = ("sum", "prod")
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
 #: the elementwise op that folds one more value into a looped accumulator
 _COMBINE = {
     "sum": "add",
@@ -383,7 +386,7 @@ class KernelBuilder:
             return self.emit(
                 scope, "reduce_index", [v, index, 1], rdt, xshape, {"reduction_type": kind}
             )
-        v = self.masked_input(scope, op, torch.bool if kind in ("any", "all") else rdt)
+        v = self.masked_input(scope, op, self.acc_dtype(op))
         return self.emit(scope, "reduce", [v, 1], rdt, xshape, {"reduction_type": kind})
 
     def loop(self, top: Scope, rbase: Value, phases: Phases, reductions, stores) -> None:
@@ -470,10 +473,15 @@ class KernelBuilder:
 
     @staticmethod
     def acc_dtype(op: Operation) -> torch.dtype:
+        """What a reduction accumulates in: sums and products of f16/bf16 in f32 (as Inductor
+        does; a bf16 running sum loses the row's small terms), the result is cast back."""
         kind = op.attrs["reduction_type"]
         if kind in ("any", "all"):
             return torch.bool
-        return op.args[0].type.dtype if kind in _ARG_REDUCTIONS else op.result.type.dtype
+        if kind in _ARG_REDUCTIONS:
+            return op.args[0].type.dtype
+        dtype = op.result.type.dtype
+        return torch.float32 if kind in _WIDENED and dtype in _LOW_PRECISION else dtype
 
     def combine_index(self, scope: Scope, kind: str, acc, value: Value, index: Value):
         op = Operation(

@@ -173,3 +173,13 @@ def test_damaged_graph_cache_compiles_again(monkeypatch, damage):
     out, warned = run(seed, *inputs)
     assert warned == [] and generated == [1]
     torch.testing.assert_close(out, seed(*inputs))
+
+
+@pytest.mark.parametrize("shape", [(4, 8), (64, 300), (2, 5000)], ids=["tiny", "rows", "looped"])
+def test_bf16_sums_accumulate_in_f32(shape):
+    """A bf16 running sum drops a long row's small terms; mind adds in f32 and rounds once."""
+    x = torch.randn(*shape, dtype=torch.bfloat16)
+    out, warned = run(lambda x: (x.sum(-1), x.sum(0)), x)
+    assert warned == []
+    for got, want in zip(out, (x.float().sum(-1), x.float().sum(0))):
+        torch.testing.assert_close(got.float(), want, rtol=2**-7, atol=2**-7)
