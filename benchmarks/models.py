@@ -200,8 +200,10 @@ def run_all(args: argparse.Namespace) -> tuple[list[dict], dict]:
         for task in todo:
             done(run(task))
     else:
-        threads = str(max(1, len(os.sched_getaffinity(0)) // args.jobs))  # Inductor's, per row
+        # both compilers' compile workers, per row: the cores shared among the rows at once
+        threads = str(max(1, len(os.sched_getaffinity(0)) // args.jobs))
         meta["compile_threads"] = os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", threads)
+        meta["mind_compile_workers"] = os.environ.setdefault("MIND_COMPILE_WORKERS", threads)
         deadline = None if args.deadline is None else time.monotonic() + args.deadline
         workers.run_rows(todo, args.jobs, args.timeout, deadline, done)
     meta["total_s"] = time.perf_counter() - started
