@@ -54,10 +54,14 @@ class Reduction:
         return None if self.is_index else result
 
     def accumulator(self, value: DType, result: DType) -> DType:
-        """The dtype an r-loop accumulates in, given the reduced value's and the result's."""
+        """The dtype a kernel accumulates in, given the reduced value's and the result's: sums
+        and products of f16/bf16 in f32 (as Inductor does: a bf16 running sum loses a row's
+        small terms), the result cast back once."""
         if self.is_logical:
             return dt.b8
-        return value if self.is_index else result
+        if self.is_index:
+            return value
+        return dt.upcast(result) if self.upcast else result
 
     def neutral(self, dtype: DType) -> float | int | bool:
         """The value a masked lane contributes: it leaves the reduction unchanged."""

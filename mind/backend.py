@@ -30,6 +30,7 @@ from mind.frontend import dynamo_guards
 from mind.ir.core import Module, Operation
 from mind.ir.types import SymType, TensorType
 from mind.options import Options, resolve_options
+from mind.runtime import compile_pool
 from mind.runtime.cudagraphs import CudaGraphs
 
 _GRAPH_NAMES = (f"graph{i}" for i in itertools.count())
@@ -57,6 +58,8 @@ def mind_backend(
     """The Dynamo backend: AOTAutograd over mind-compiled ATen graphs, or `gm` itself if even
     capture fails. `mode` and `options` are torch.compile's (see mind.options)."""
     opts = resolve_options(mode, options)
+    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs):
+        compile_pool.start()  # its workers start while Dynamo, AOTAutograd and the passes run
     name = next(_GRAPH_NAMES)
     dump = GraphDump(name)
     try:
@@ -86,15 +89,40 @@ def compile_aten_graph(graph: Operation, options: Options | None = None) -> Call
     options = options or Options()
     dump = GraphDump(graph.symbol)
     try:
-        source = generate(graph, dump, options.pipeline)
-        origin = dump.path("triton") or f"{graph.symbol}.triton"
-        program = runtime.load(source, graph.symbol, str(origin), interpret=_interpret(graph))
+        program = load_program(graph, dump, options.pipeline)
     except Exception as exc:
         return eager(graph, exc, dump)
     call = FirstCallCheck(program.call, graph, dump)
     if options.cudagraphs and _interpret(graph) is None:
         call = recorded(call, graph, options)
     return boxed(call)
+
+
+def load_program(graph: Operation, dump: GraphDump, pipeline: str):
+    """The generated module for `graph`: from the graph cache when an earlier process compiled
+    the same graph with the same pipeline (no pass runs), else generated and remembered. Dumping
+    (`MIND_DUMP_DIR`) always runs the passes, to write every stage."""
+    interpret = _interpret(graph)
+    interpret = runtime.default_interpret() if interpret is None else interpret
+    key = None if dump.directory else runtime.graph_key(_anonymous(graph), pipeline, interpret)
+    source = runtime.cached_graph(key, interpret) if key else None
+    if source is None:
+        source = generate(graph, dump, pipeline)
+    origin = dump.path("triton") or f"{graph.symbol}.triton"
+    program = runtime.load(source, graph.symbol, str(origin), interpret=interpret)
+    if key:
+        runtime.remember_graph(key, source, interpret)
+    return program
+
+
+def _anonymous(graph: Operation) -> str:
+    """The graph's IR text without its name (`graph3_forward` says nothing of what it computes,
+    and the generated module does not depend on it)."""
+    name, graph.symbol = graph.symbol, "graph"
+    try:
+        return str(Module([graph]))
+    finally:
+        graph.symbol = name
 
 
 def generate(graph: Operation, dump: GraphDump, pipeline: str) -> str:

@@ -78,16 +78,16 @@ class GeneratedSource:
     """A generated module's file, parsed once: its kernels' sources and where each one is bound
     and launched, to name the kernel behind a failure."""
 
-    def __init__(self, path: str, origin: str):
+    def __init__(self, source: str, path: str, origin: str):
         self.path, self.origin = path, origin
-        source = Path(path).read_text()
         tree = ast.parse(source, path)
         self.kernels = kernel_sources(tree, source.splitlines())
         self.launches = launch_lines(tree, set(self.kernels))
 
-    def error(self, exc: BaseException) -> KernelError | None:
-        """`exc` as a KernelError naming its kernel, or None when no kernel is to blame."""
-        kernel = failing_kernel(exc, self.path, self.launches)
+    def error(self, exc: BaseException, kernel: str | None = None) -> KernelError | None:
+        """`exc` as a KernelError naming its kernel (`kernel`, or the one whose line in the
+        generated file was running), or None when no kernel is to blame."""
+        kernel = kernel or failing_kernel(exc, self.path, self.launches)
         if kernel is None and not isinstance(exc, TritonError):
             return None
         what = f"kernel '{kernel}'" if kernel else "a kernel"

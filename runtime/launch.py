@@ -20,7 +20,11 @@ C++ fast paths where this torch has them, the public functions otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from triton import knobs
@@ -36,8 +40,73 @@ ALIGNMENT = 16
 Launcher = Callable[..., None]
 
 
+@dataclass
+class Binding:
+    """A kernel to bind: the arguments of one `bind` call."""
+
+    kernel: Any
+    device: torch.device
+    signature: tuple
+    checked: tuple[int, ...]
+    constexprs: dict[str, Any]
+    options: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.kernel.__name__
+
+    def compile(self):
+        """Triton's compiled kernel for this signature (from Triton's cache when it has it)."""
+        names = [p.name for p in self.kernel.params]
+        if names[len(names) - len(self.constexprs) :] != list(self.constexprs):
+            raise KernelError(f"kernel '{self.name}' must take its constexprs last: {names}")
+        with torch.cuda.device(self.device):
+            compiled = self.kernel.warmup(*self.signature, grid=(1,), **self.options)
+            compiled.run  # noqa: B018  (loads the binary on this device now, not at first launch)
+        return compiled
+
+    def launcher(self) -> Launcher:
+        if isinstance(self.kernel, InterpretedFunction) or knobs.runtime.interpret:
+            return _jit_launcher(self.kernel, self.options)
+        compiled = self.compile()
+        if _hooked():  # a profiler listens to launches: Triton's own path tells it about each
+            return _jit_launcher(self.kernel, self.options)
+        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+        tail, checked = tuple(self.constexprs.values()), self.checked
+
+        def launch(gx: int, gy: int, gz: int, stream: int, *args) -> None:
+            run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
+
+        if not checked:
+            return launch
+        jit = _jit_launcher(self.kernel, self.options)
+
+        def launch_checked(gx: int, gy: int, gz: int, stream: int, *args) -> None:
+            for i in checked:
+                if args[i].data_ptr() % ALIGNMENT:
+                    return jit(gx, gy, gz, stream, *args)
+            run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
+
+        return launch_checked
+
+
+#: while a loader defers binding: the bindings a module asked for, in order
+_DEFERRED: ContextVar[list[Binding] | None] = ContextVar("mind_deferred_bindings", default=None)
+
+
+@contextmanager
+def deferred() -> Iterator[list[Binding]]:
+    """Inside, `bind` returns its `Binding` instead of a launcher (listed in the yielded list),
+    so a loader can compile a module's kernels in parallel before binding them."""
+    token = _DEFERRED.set([])
+    try:
+        yield _DEFERRED.get()
+    finally:
+        _DEFERRED.reset(token)
+
+
 def bind(kernel, device: torch.device, signature: tuple, checked: tuple[int, ...] = (),
-         *, num_warps: int, num_stages: int, **constexprs) -> Launcher:  # fmt: skip
+         *, num_warps: int, num_stages: int, **constexprs) -> Launcher | Binding:  # fmt: skip
     """A launcher `fn(grid_x, grid_y, grid_z, stream, *args)` for `kernel` on `device`.
     `signature` gives one entry per non-constexpr parameter: a torch dtype for a pointer
     (`misaligned(dtype)` for one that is never 16-byte aligned), an int for an integer (its value
@@ -45,33 +114,12 @@ def bind(kernel, device: torch.device, signature: tuple, checked: tuple[int, ...
     the positions `checked` are assumed aligned and checked at each launch: a misaligned one
     takes Triton's JIT path, which specializes for what it gets."""
     options = {"num_warps": num_warps, "num_stages": num_stages, **constexprs}
-    if isinstance(kernel, InterpretedFunction) or knobs.runtime.interpret:
-        return _jit_launcher(kernel, options)
-    names = [p.name for p in kernel.params]
-    if names[len(names) - len(constexprs) :] != list(constexprs):
-        raise KernelError(f"kernel '{kernel.__name__}' must take its constexprs last: {names}")
-    with torch.cuda.device(device):
-        compiled = kernel.warmup(*signature, grid=(1,), **options)
-        run = compiled.run  # loads the binary on this device now, not at the first launch
-    if _hooked():  # a profiler listens to launches: Triton's own path tells it about each
-        return _jit_launcher(kernel, options)
-    function, metadata = compiled.function, compiled.packed_metadata
-    tail = tuple(constexprs.values())
-
-    def launch(gx: int, gy: int, gz: int, stream: int, *args) -> None:
-        run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
-
-    if not checked:
-        return launch
-    jit = _jit_launcher(kernel, options)
-
-    def launch_checked(gx: int, gy: int, gz: int, stream: int, *args) -> None:
-        for i in checked:
-            if args[i].data_ptr() % ALIGNMENT:
-                return jit(gx, gy, gz, stream, *args)
-        run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
-
-    return launch_checked
+    binding = Binding(kernel, device, signature, tuple(checked), constexprs, options)
+    pending = _DEFERRED.get()
+    if pending is None:
+        return binding.launcher()
+    pending.append(binding)
+    return binding
 
 
 def _hooked() -> bool:

@@ -154,7 +154,9 @@ def _kernel_op(op: Operation, n: Names) -> str:
         if op.eviction_policy is not None:
             extra += f", eviction_policy={op.eviction_policy!r}"
         return f"tl.load({a[0]} + ({a[1]}){extra})"
-    if kind == "full":
+    if kind == "full":  # a bf16 constant is made in f32: Triton's interpreter has none
+        if result.dtype == dt.bf16:
+            return f"tl.full({_shape(result.shape)}, {a[0]}, tl.float32).to(tl.bfloat16)"
         return f"tl.full({_shape(result.shape)}, {a[0]}, {tl_dtype(result.dtype)})"
     if kind == "cast":
         return f"{a[0]}.to({tl_dtype(result.dtype)})"

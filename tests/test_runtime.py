@@ -77,19 +77,50 @@ def test_same_source_is_one_file_imported_once(fresh_cache, monkeypatch):
     assert load(BROKEN_SOURCE, "graph0_forward", interpret=True).__file__ != path
 
 
-def test_write_is_atomic(fresh_cache, monkeypatch):
+def test_write_is_atomic_and_a_failed_write_loads_from_memory(fresh_cache, monkeypatch):
     def crash(src, dst):
         raise OSError("disk full")
 
+    a, b, c = (torch.randn(4, 128) for _ in range(3))
     with monkeypatch.context() as patch:
         patch.setattr(os, "replace", crash)
-        with pytest.raises(OSError, match="disk full"):
-            load(SEED_SOURCE, "graph0_forward", interpret=True)
+        module = load(SEED_SOURCE, "graph0_forward", interpret=True)
+        torch.testing.assert_close(module.call([a, b, c])[0], seed(a, b, c))
+    assert module.__file__.startswith("<mind-generated ")
     assert [p for p in fresh_cache.rglob("*") if p.is_file()] == []
+    monkeypatch.setattr(loader, "_MODULES", {})
     path = load(SEED_SOURCE, "graph0_forward", interpret=True).__file__
     assert [p for p in fresh_cache.rglob("*") if p.is_file() and "__pycache__" not in str(p)] == [
         fresh_cache / path
     ]
+
+
+def test_unwritable_cache_compiles_in_memory(tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("MIND_CACHE_DIR", str(tmp_path / "a_file" / "cache"))
+    a, b, c = (torch.randn(4, 128) for _ in range(3))
+    module = load(SEED_SOURCE, "graph0_forward", interpret=True)
+    torch.testing.assert_close(module.call([a, b, c])[0], seed(a, b, c))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text.replace("tl.maximum(c, 0.0)", "tl.maximum(c, 1.0)"),  # valid, wrong
+        lambda text: text[: len(text) // 2],  # truncated
+        lambda text: "\x00garbage",
+    ],
+    ids=["edited", "truncated", "garbage"],
+)
+def test_a_damaged_module_file_is_rewritten_not_trusted(fresh_cache, monkeypatch, damage):
+    path = load(SEED_SOURCE, "graph0_forward", interpret=True).__file__
+    with open(path, "w") as f:
+        f.write(damage(SEED_SOURCE))
+    monkeypatch.setattr(loader, "_MODULES", {})  # a new process
+    a, b, c = (torch.randn(4, 128) for _ in range(3))
+    module = load(SEED_SOURCE, "graph0_forward", interpret=True)
+    torch.testing.assert_close(module.call([a, b, c])[0], seed(a, b, c))
+    assert module.__file__ == path and open(path).read() == SEED_SOURCE
 
 
 def test_interpret_is_chosen_per_load_and_the_knob_restored(monkeypatch):

@@ -1,12 +1,15 @@
-"""On a CUDA GPU: the lean launch path and CUDA graphs (`mode="reduce-overhead"`).
+"""On a CUDA GPU: the lean launch path, parallel compilation and CUDA graphs
+(`mode="reduce-overhead"`).
 
-Launches go through launchers bound when the module loads (no JIT dispatch per call); recorded
+Kernels compile in worker processes and launch through launchers bound when the module loads
+(no JIT dispatch per call); recorded
 graphs replay and give eager's numbers, for inference and training, across shapes, with inputs
 that move; outputs a caller holds stay valid; what cannot be recorded runs unrecorded."""
 
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -67,6 +70,41 @@ def test_launches_skip_triton_dispatch_after_load(monkeypatch):
         out = compiled(x, w)
     torch.testing.assert_close(out, gelu_norm(x, w), rtol=1e-4, atol=1e-4)
     assert calls == []
+
+
+def test_kernels_compile_in_worker_processes(tmp_path, monkeypatch):
+    """Workers started with an empty Triton cache fill it with every kernel of a module, and
+    the loading process's own compile finds them there (the same cache keys)."""
+    from mind.parser import parse
+    from mind.passes import run_pipeline
+    from mind.runtime import compile_pool
+    from mind.runtime.compile_pool import exec_source
+    from mind.runtime.launch import deferred
+    from mind.target.triton import emit
+
+    text = (
+        Path(__file__).parent.parent / "lit_tests" / "triton" / "load_time.scheduled"
+    ).read_text()
+    source = emit(run_pipeline(parse(text), "to-triton"))
+    path = tmp_path / "module.py"
+    path.write_text(source)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("MIND_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(compile_pool, "_POOL", None)  # a pool of its own, with that cache
+    try:
+        with deferred() as bindings:
+            exec_source(source, str(path), {"__name__": "module"})
+        pool = compile_pool.pool()
+        for worker in pool.workers:
+            assert worker.ready.wait(120)
+        for binding in bindings:  # the workers compile everything: nothing is left for here
+            assert pool.workers[0].compile(("module", source, str(path), binding.name))
+        assert len(list((tmp_path / "triton").rglob("*.cubin"))) == 2
+        for binding in bindings:  # here, each is found in Triton's cache: no new cubin
+            binding.compile()
+        assert len(list((tmp_path / "triton").rglob("*.cubin"))) == 2
+    finally:
+        compile_pool._POOL.shutdown()
 
 
 def test_misaligned_input_takes_the_jit_path_and_stays_right():
