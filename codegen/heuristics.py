@@ -9,7 +9,8 @@ Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as In
   outer ones (contiguous along x) take the widest XBLOCK keeping the tile under 4096.
 - looped reduction: inner XBLOCK=1 x R0_BLOCK up to 2048; outer XBLOCK=32 x R0_BLOCK=64, so
   every row of the tile reads 32 contiguous elements and a wide matrix still gives many programs.
-- warps: a warp per 128 elements of the tile, 2 to 8 (Inductor's `_num_warps`).
+- warps: a warp per 128 elements of the tile, 2 to `max-warps` (8; Inductor's `_num_warps`
+  allows looped reductions 16 warps up to 8192-wide blocks: `to-triton{max-warps=16}` says so).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from mind.ir.symbols import IntLike, as_int_like
 PERSISTENT_MAX = 1024
 #: the widest R0_BLOCK of a looped reduction
 MAX_R_BLOCK = 2048
+#: the most warps a looped reduction's program gets
+MAX_WARPS = 8
+#: the streaming multiprocessors a split reduction fills (an H200's)
+SM_COUNT = 132
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,8 @@ def pointwise_config(xnumel: int, ynumel: int | None = None) -> LaunchConfig:
     return LaunchConfig(blocks, max(warps, 4) if elements >= 128 else warps)
 
 
-def _reduction(xblock: int, rblock: int) -> LaunchConfig:
-    warps = _num_warps(xblock * rblock // 128, 2)
+def _reduction(xblock: int, rblock: int, max_warps: int = MAX_WARPS) -> LaunchConfig:
+    warps = _num_warps(xblock * rblock // 128, 2, max_warps)
     return LaunchConfig({"XBLOCK": xblock, "R0_BLOCK": rblock}, warps)
 
 
@@ -74,11 +79,51 @@ def persistent_config(xnumel: int, rnumel: int, inner: bool) -> LaunchConfig:
     return _reduction(max(fits, default=1), rblock)
 
 
-def looped_config(xnumel: int, rnumel: int, inner: bool, max_r_block: int) -> LaunchConfig:
+def looped_config(
+    xnumel: int, rnumel: int, inner: bool, max_r_block: int, max_warps: int = MAX_WARPS
+) -> LaunchConfig:
     if inner:
-        return _reduction(1, min(max_r_block, next_power_of_2(rnumel)))
+        return _reduction(1, min(max_r_block, next_power_of_2(rnumel)), max_warps)
     # 32 contiguous columns (a 128-byte line of f32) and 64 rows in flight per program
-    return _reduction(min(32, next_power_of_2(xnumel)), min(64, max_r_block))
+    return _reduction(min(32, next_power_of_2(xnumel)), min(64, max_r_block), max_warps)
+
+
+def split_factor(xnumel: int, rnumel: int, inner: bool, sm_count: int) -> int:
+    """Into how many parts a reduction of `xnumel` rows of `rnumel` splits (1: none), so that
+    enough programs fill `sm_count` SMs: Inductor's `reduction_split_factor` (2048 threads per SM,
+    8 warps per program, 32 to 512 elements per thread) with its gates (no split past 64 rows per
+    SM pair, nor of rows of at most 32; an inner row splits past 8192 and below 2 rows per SM)."""
+    threads_per_sm, threads = 2048, 8 * 32
+    low, high = 32 * sm_count * threads_per_sm, 512 * sm_count * threads_per_sm
+    total = rnumel * xnumel
+    if xnumel != 1 and (rnumel <= 32 or xnumel >= sm_count * 2 * 32):
+        return 1
+    if inner or xnumel == 1:
+        if xnumel >= 2 * sm_count or rnumel <= 8192:
+            return 1
+        if total <= low:
+            size = 32
+        elif total < high:
+            blocks = -(-(sm_count * threads_per_sm // (2 * threads)) // xnumel)
+            size = _even(rnumel, -(-rnumel // (threads * blocks)), 30, at_least=32)
+        else:
+            size = _even(rnumel, 512, 50)
+        return -(-rnumel // (size * threads))
+    per_thread, xblocks = 4, -(-xnumel // 128)
+    if total < low:
+        size = 32
+    elif total < high:
+        blocks = -(-(sm_count * threads_per_sm // threads) // xblocks)
+        size = _even(rnumel, -(-rnumel // (per_thread * blocks)), 20, at_least=32)
+    else:
+        size = _even(rnumel, 512, 50)
+    return -(-rnumel // (per_thread * size))
+
+
+def _even(n: int, size: int, slack: int, at_least: int = 1) -> int:
+    """`size`, or the divisor of n nearest it when one is within `slack` (an even split)."""
+    closest = min(sympy.divisors(n), key=lambda d: abs(d - size))
+    return max(closest, at_least) if abs(closest - size) < slack else size
 
 
 def grid(config: LaunchConfig, numels: dict[str, IntLike]) -> tuple:

@@ -29,7 +29,8 @@ class Looped(Strategy):
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         return reduction_tiling(
-            node, lambda x, r, inner: looped_config(x, r, inner, options.max_r_block)
+            node,
+            lambda x, r, inner: looped_config(x, r, inner, options.max_r_block, options.max_warps),
         )
 
     def body(self, b: KernelBuilder, top: Scope) -> None:

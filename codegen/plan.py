@@ -26,6 +26,9 @@ class Options(Protocol):
 
     persistent_max: int
     max_r_block: int
+    max_warps: int
+    split_reductions: bool
+    sm_count: int
 
 
 @dataclass(frozen=True)

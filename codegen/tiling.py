@@ -110,7 +110,9 @@ def _tile_split(node: Operation, nx: int) -> int | None:
     return max(outer) + 1 if outer else None
 
 
-def _is_inner(node: Operation, nx: int, nr: int) -> bool:
+def is_inner(node: Operation) -> bool:
+    """Whether a reduction reads contiguously along r (else along x only: a column sum)."""
+    nx, nr = (len(s) for s in node.sizes)
     loads = _accesses(node)
     if any(_unit_stride(e, nx + nr - 1) for e in loads):
         return True
@@ -162,7 +164,7 @@ def reduction_tiling(node: Node, choose: ReductionConfig) -> Tiling:
     xs, rs = (list(s) for s in node.sizes)
     nx, nr = len(xs), len(rs)
     rnumel = numel(rs)
-    config = choose(size_hint(numel(xs)), size_hint(rnumel), _is_inner(node, nx, nr))
+    config = choose(size_hint(numel(xs)), size_hint(rnumel), is_inner(node))
     rmasked = not isinstance(rnumel, int) or rnumel == 0 or rnumel % config.blocks["R0_BLOCK"] != 0
     return Tiling(
         config,

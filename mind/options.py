@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: the passes from aten IR to triton IR
-PIPELINE = "lower,realize,inline,schedule,fuse,merge-loops,online-softmax,to-triton"
+PIPELINE = "lower,realize,inline,schedule,fuse,merge-loops,online-softmax,welford,to-triton"
 
 
 def default_pipeline() -> str:

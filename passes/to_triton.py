@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from mind.analysis.views import alias_of
 from mind.codegen import plan_node
-from mind.codegen.heuristics import MAX_R_BLOCK, PERSISTENT_MAX
+from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, PERSISTENT_MAX, SM_COUNT
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
 from mind.dialects.triton import Launch
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
@@ -74,6 +74,11 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
 
     persistent_max: int = PERSISTENT_MAX
     max_r_block: int = MAX_R_BLOCK
+    #: the most warps of a looped reduction's program (Inductor: 16)
+    max_warps: int = MAX_WARPS
+    #: split reductions with too few rows to fill `sm-count` SMs into two kernels
+    split_reductions: bool = True
+    sm_count: int = SM_COUNT
     #: assert every input's sizes and strides on each call (the guards already check them)
     assert_inputs: bool = False
 

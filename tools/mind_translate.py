@@ -1,6 +1,6 @@
 """mind-translate: triton IR -> Python source (kernels and `call`). Input of an earlier stage is
 first brought to triton IR by the pass manager (`mind-translate seed.scheduled` runs
-online-softmax and to-triton).
+online-softmax, welford and to-triton).
 
 Exit codes: 0 success, 1 an error in the input, 2 bad command-line usage.
 """
@@ -13,7 +13,7 @@ import sys
 from .textio import read_input, write_output
 
 #: what brings scheduled IR to triton IR, as the backend's pipeline ends
-PIPELINE = "online-softmax,to-triton"
+PIPELINE = "online-softmax,welford,to-triton"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,39 @@
+"""What rewrites of scheduled node bodies match on (passes/online_softmax.py, passes/welford.py):
+the op defining each body value, and structural equality of values (a fused body reloads and
+recomputes what it already has, so the same quantity appears as several values)."""
+
+from __future__ import annotations
+
+from mind.dialects.scheduled import Reduction
+from mind.ir.core import Block, Operation, Value
+
+
+def definitions(body: Block) -> dict[Value, Operation]:
+    """Each body value -> the op that defines it."""
+    return {r: op for op in body.ops for r in op.results}
+
+
+def is_reduction(op: Operation | None, kind: str) -> bool:
+    return isinstance(op, Reduction) and op.reduction_type == kind
+
+
+def same(a, b, defs: dict[Value, Operation]) -> bool:
+    """Structural equality of body values: the same ops on the same operands and attributes."""
+    if isinstance(a, Value) or isinstance(b, Value):
+        if a is b:
+            return True
+        x, y = defs.get(a), defs.get(b)
+        return (
+            x is not None
+            and y is not None
+            and x.name == y.name
+            and x.results.index(a) == y.results.index(b)
+            and [r.type for r in x.results] == [r.type for r in y.results]
+            and same(x.args, y.args, defs)
+            and same(dict(x.attrs), dict(y.attrs), defs)
+        )
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same(u, v, defs) for u, v in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], defs) for k in a)
+    return type(a) is type(b) and a == b
