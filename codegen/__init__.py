@@ -6,6 +6,7 @@ launches, their temporaries) made by the first strategy in STRATEGIES that appli
     persistent.py      a row in registers
     looped.py          a row in blocks, one r-loop per phase
     split.py           few rows: each row's parts into a temporary, then the partials
+    template.py        a matmul (template = "mm"): tl.dot over tiles, the epilogue fused
     kernel.py          the builder they share: signature, index blocks, masks, body ops
     accumulators.py    how each reduction family folds (in registers, through an r-loop)
     online_softmax.py  ... and the online_softmax kind
@@ -22,9 +23,10 @@ from .persistent import Persistent
 from .plan import KernelPlan, Launch, Options, Strategy
 from .pointwise import Pointwise
 from .split import Split
+from .template import MatmulTemplate
 
 #: tried in order: the first strategy that applies to a node plans it
-STRATEGIES: list[Strategy] = [Pointwise(), Split(), Persistent(), Looped()]
+STRATEGIES: list[Strategy] = [Pointwise(), MatmulTemplate(), Split(), Persistent(), Looped()]
 
 
 def plan_node(

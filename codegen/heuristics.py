@@ -126,6 +126,16 @@ def _even(n: int, size: int, slack: int, at_least: int = 1) -> int:
     return max(closest, at_least) if abs(closest - size) < slack else size
 
 
+def template_config(m: int, n: int, k: int, itemsize: int) -> LaunchConfig:
+    """A matmul template's tiles: up to 128 x 128 (16 at least, tl.dot's smallest), k tiles of
+    32 f32 or 64 f16/bf16 elements, 8 warps for a full 128 x 128 tile, and the stages a Hopper
+    GPU's shared memory holds for them; GROUP_M = 8 as Inductor's."""
+    bm, bn = (min(128, max(16, next_power_of_2(s))) for s in (m, n))
+    bk = min(64 if itemsize <= 2 else 32, max(16, next_power_of_2(k)))
+    blocks = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}
+    return LaunchConfig(blocks, 8 if bm * bn >= 128 * 128 else 4, 4 if itemsize <= 2 else 3)
+
+
 def grid(config: LaunchConfig, numels: dict[str, IntLike]) -> tuple:
     """x blocks on grid axis 0, y blocks on axis 1 (the kernel's program_id axes); expressions
     over the size symbols when the numels are symbolic."""

@@ -119,7 +119,7 @@ def is_inner(node: Operation) -> bool:
     return not any(_unit_stride(e, nx - 1) for e in loads) if nx else True
 
 
-def _index_dtype(node: Node, count: IntLike) -> DType:
+def index_dtype(node: Node, count: IntLike) -> DType:
     """i64 once the iteration count or an output's extent reaches 2**31 or is symbolic."""
     extents = [count]
     for value in node.results:
@@ -136,7 +136,7 @@ def _index_dtype(node: Node, count: IntLike) -> DType:
 def pointwise_tiling(node: Node) -> Tiling:
     """1-D over the x dims, or a 2-D tile when an access is contiguous along an outer dim."""
     (xs, _), x_dims = node.sizes, tuple(range(len(node.sizes[0])))
-    idt = _index_dtype(node, numel(xs))
+    idt = index_dtype(node, numel(xs))
     split = _tile_split(node, len(xs))
     if split is not None:
         ydims, xdims = x_dims[:split], x_dims[split:]
@@ -172,7 +172,7 @@ def reduction_tiling(node: Node, choose: ReductionConfig) -> Tiling:
             Group("x", "XBLOCK", tuple(range(nx)), tuple(xs), 0, 2, 0, True),
             Group("r0_", "R0_BLOCK", tuple(range(nx, nx + nr)), tuple(rs), 1, 2, None, rmasked),
         ),
-        _index_dtype(node, numel([*xs, *rs])),
+        index_dtype(node, numel([*xs, *rs])),
     )
 
 

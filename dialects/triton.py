@@ -241,6 +241,27 @@ class CombineIndex(Op):
     best_index = result(TENSOR)
 
 
+class Dot(Op):
+    """tl.dot(a, b): the product of an [M, K] block by a [K, N] block, accumulated in f32"""
+
+    a = operand(TENSOR)
+    b = operand(TENSOR)
+    input_precision = opt_attr(one_of("ieee", "tf32"))
+    result = result(TENSOR)
+
+
+def _verify_dot(op: Dot) -> None:
+    a, b, out = shape_of(op.a), shape_of(op.b), op.result.type
+    if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+        raise VerifyError(
+            f"'triton.dot' needs [M, K] and [K, N] blocks, got {list(a)} and {list(b)}", op.loc
+        )
+    if dtype_of(op.a) != dtype_of(op.b):
+        raise VerifyError(f"'triton.dot' multiplies {dtype_of(op.a)} by {dtype_of(op.b)}", op.loc)
+    if out.dtype != dt.f32 or tuple(out.shape) != (a[0], b[1]):
+        raise VerifyError(f"'triton.dot' gives f32[{a[0]}, {b[1]}], declared {out}", op.loc)
+
+
 class For(Op):
     """for iv in range(start, stop, step), with loop-carried values"""
 
@@ -345,6 +366,7 @@ register_scalar_ops(
 TRITON.add("reduce", Reduce)
 TRITON.add("reduce_index", ReduceIndex)
 TRITON.add("combine_index", CombineIndex)
+TRITON.add("dot", Dot, verify=_verify_dot)
 TRITON.add("for", For, signature=True, verify=_verify_for)
 TRITON.add("yield", Yield)
 add_graph_ops(TRITON, name="wrapper", summary="The host function `call(args)`")

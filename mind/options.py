@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: the passes from aten IR to triton IR
-PIPELINE = "lower,realize,inline,schedule,fuse,merge-loops,online-softmax,welford,to-triton"
+PIPELINE = (
+    "lower,mm-templates,realize,inline,schedule,fuse,merge-loops,online-softmax,welford,to-triton"
+)
 
 
 def default_pipeline() -> str:

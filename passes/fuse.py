@@ -6,7 +6,9 @@ when no one else reads it), then look again. A pair may fuse when both are kerne
 device, their iterations share a loop nest (see analysis/iteration.py), no path leads from one to the
 other through a third node (that node would have to run in the middle), and every read of the
 earlier node's output by the later one is at the index it was stored at: such a load becomes the
-stored SSA value, and the store goes when nothing outside the fused node reads the buffer.
+stored SSA value, and the store goes when nothing outside the fused node reads the buffer. A
+matmul template node takes pointwise work over its own loops only (its epilogue, see
+passes/mm_templates.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.types import TensorType
 
 from .manager import GraphPass
+from .mm_templates import template_fusable
 from .schedule import copy_body_op, renumber
 
 
@@ -63,7 +66,7 @@ def shared_loops(a: Node, b: Node) -> Join | None:
     if a.device != b.device:
         return None
     shared = join(a.sizes, b.sizes)
-    if shared is None:
+    if shared is None or not template_fusable(a, b, shared.sizes):
         return None
     stored = {
         s.buffer: substitute(s.index, shared.first) for s in a.body.ops if isinstance(s, Store)
@@ -90,6 +93,7 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
         sizes=shared.sizes,
         device=a.device,
         origins=sorted({*(a.origins or []), *(b.origins or [])}),
+        template=a.template or b.template,
         results=[v.type for v in kept],
         names=[v.name for v in kept],
         regions=[Region()],

@@ -94,7 +94,7 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
         node.result.type = dataclasses.replace(node.result.type, strides=strides)
     _copy_misplaced(block)
     _name_buffers(block)
-    _flatten_buffer_loads(block)
+    flatten_buffer_loads(block)
 
 
 Strides = tuple[IntLike, ...]
@@ -333,7 +333,7 @@ def _name_buffers(block: Block) -> None:
                 n += 1
 
 
-def _flatten_buffer_loads(block: Block) -> None:
+def flatten_buffer_loads(block: Block) -> None:
     """Loads from a node that just became a buffer take the flat offset its strides give."""
     for node in block.ops:
         for load in body_ops(node, Load):
