@@ -27,6 +27,7 @@ from benchmarks.common import fresh_caches, names_arg
 from benchmarks.measure import check_graph_kernel_counter, check_kernel_counter
 from benchmarks.model_row import (
     BACKENDS,
+    DEFAULT_BACKENDS,
     DTYPES,
     MODES,
     TIMING,
@@ -72,7 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--models", type=names_arg(list(MODELS)), default=list(DEFAULT_MODELS))
     p.add_argument("--dtypes", type=names_arg(list(DTYPES)), default=list(DTYPES))
     p.add_argument("--modes", type=names_arg(MODES), default=list(MODES))
-    p.add_argument("--backends", type=names_arg(list(BACKENDS)), default=list(BACKENDS))
+    p.add_argument("--backends", type=names_arg(list(BACKENDS)), default=DEFAULT_BACKENDS)
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--small", action="store_true", help="tiny configs (for CPU smoke tests)")
     p.add_argument(

@@ -1,6 +1,7 @@
 """Run every case under eager, Inductor and mind in one process; print a table, write JSON.
 
     python3 -m benchmarks.run [--cases NAME,...] [--json out.json] [--device cuda]
+    python3 -m benchmarks.run --mode max-autotune     # both compilers autotune
     python3 -m benchmarks.run --device cpu --small --backends eager,mind   # smoke test
 
 Each (case, backend) cell is isolated: whatever it raises is recorded for that cell and the run
@@ -45,8 +46,8 @@ TIMING = {
 COPY_BYTES = {False: 1 << 30, True: 1 << 24}  # by --small
 
 
-def _compiled(backend: str, fn):
-    return fn if backend == "eager" else torch.compile(fn, backend=backend)
+def _compiled(backend: str, fn, mode: str | None = None):
+    return fn if backend == "eager" else torch.compile(fn, backend=backend, mode=mode)
 
 
 def _free(device: str) -> None:
@@ -55,26 +56,30 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def first_call(backend: str, case: Case, args: tuple, device: str) -> tuple:
+def first_call(
+    backend: str, case: Case, args: tuple, device: str, mode: str | None = None
+) -> tuple:
     """(callable, output, seconds, fallback messages) of the first call, compile included."""
     torch._dynamo.reset()
     start = time.perf_counter()
     fallbacks: list[str] = []
     with catch_fallbacks(fallbacks):
-        fn = _compiled(backend, case.fn)
+        fn = _compiled(backend, case.fn, mode)
         out = fn(*args)
         sync(device)
     seconds = time.perf_counter() - start
     return fn, out, seconds, fallbacks
 
 
-def run_cell(backend: str, case: Case, args: tuple, want: object, device: str, roof: float) -> dict:
+def run_cell(
+    backend: str, case: Case, args: tuple, want: object, device: str, roof: float, mode=None
+) -> dict:
     """Time, check and count one backend on one case; an exception ends the cell, not the run."""
     cell: dict[str, object] = {}
     moved = nbytes(args) + nbytes(want)
     tol = case.tol or TOLERANCE[tree_leaves(want)[0].dtype]
     try:
-        fn, out, seconds, fallbacks = first_call(backend, case, args, device)
+        fn, out, seconds, fallbacks = first_call(backend, case, args, device, mode)
         if fallbacks:
             cell["fallback"] = fallbacks
         if backend != "eager":
@@ -100,7 +105,9 @@ def run_cell(backend: str, case: Case, args: tuple, want: object, device: str, r
     return cell
 
 
-def run_case(case: Case, backends: list[str], device: str, small: bool, roof: float) -> dict:
+def run_case(
+    case: Case, backends: list[str], device: str, small: bool, roof: float, mode=None
+) -> dict:
     row: dict[str, object] = {"name": case.name, "dtype": "-", "bytes": 0}
     try:
         args = make_inputs(case, device, small)
@@ -114,7 +121,7 @@ def run_case(case: Case, backends: list[str], device: str, small: bool, roof: fl
         shapes=[list(a.shape) for a in args],
         dtype=str(args[0].dtype).removeprefix("torch."),
         bytes=nbytes(args) + nbytes(want),
-        cells={b: run_cell(b, case, args, want, device, roof) for b in backends},
+        cells={b: run_cell(b, case, args, want, device, roof, mode) for b in backends},
     )
     mind, ind = row["cells"].get("mind", {}).get("ms"), row["cells"].get("inductor", {}).get("ms")
     row["mind_over_inductor"] = mind / ind if mind is not None and ind is not None else None
@@ -151,6 +158,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backends", type=names_arg(BACKENDS), default=list(BACKENDS))
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--small", action="store_true", help="tiny shapes (for CPU smoke tests)")
+    p.add_argument("--mode", help="torch.compile's mode for both compilers (max-autotune, ...)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -166,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "backends": args.backends,
+        "mode": args.mode,
         "small": args.small,
         "timing": TIMING[args.device],
         "cache_dir": fresh_caches(),
@@ -175,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     meta["startup_s"] = warm_up(args.backends, args.device)
     rows: list[dict] = []
     for case in select(args.cases):
-        rows.append(run_case(case, args.backends, args.device, args.small, meta["copy_gbps"]))
+        rows.append(
+            run_case(case, args.backends, args.device, args.small, meta["copy_gbps"], args.mode)
+        )
         print(f"[{time.perf_counter() - started:6.1f}s] {case.name} done", file=sys.stderr)
         if args.json:  # after every case, so a crash still leaves the finished rows
             write_json(args.json, rows, meta)

@@ -12,12 +12,14 @@ launches, their temporaries) made by the first strategy in STRATEGIES that appli
     online_softmax.py  ... and the online_softmax kind
     welford.py         ... and the welford kind
     tiling.py, heuristics.py, phases.py   block axes and configs; the phases of a body
+    autotune.py        the candidates a launch lists under autotuning
 """
 
 from mind.dialects.scheduled import Node
 from mind.ir.core import Value
 
 from . import online_softmax, welford  # noqa: F401  (add their accumulators)
+from .autotune import with_candidates
 from .looped import Looped
 from .persistent import Persistent
 from .plan import KernelPlan, Launch, Options, Strategy
@@ -36,10 +38,13 @@ def plan_node(
     index: int,
     strategies: list[Strategy] = STRATEGIES,
 ) -> KernelPlan:
-    """The plan for `node` by the first of `strategies` that applies; its kernels are numbered
-    from `index` (the kernels made so far)."""
+    """The plan for `node` by the first of `strategies` that applies, with autotuning's
+    candidates when asked; its kernels are numbered from `index` (the kernels made so far)."""
     strategy = next(s for s in strategies if s.applies(node, options))
-    return strategy.plan(node, options, buffers, index)
+    plan = strategy.plan(node, options, buffers, index)
+    if options.autotune:
+        plan = with_candidates(plan, node, strategy, options, buffers, index)
+    return plan
 
 
 __all__ = ["STRATEGIES", "KernelPlan", "Launch", "Strategy", "plan_node"]

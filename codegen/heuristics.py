@@ -15,6 +15,7 @@ Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as In
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy
@@ -134,6 +135,83 @@ def template_config(m: int, n: int, k: int, itemsize: int) -> LaunchConfig:
     bk = min(64 if itemsize <= 2 else 32, max(16, next_power_of_2(k)))
     blocks = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}
     return LaunchConfig(blocks, 8 if bm * bn >= 128 * 128 else 4, 4 if itemsize <= 2 else 3)
+
+
+# -- autotuning's candidates: Inductor's lists (triton_heuristics, mm_configs) and their kin,
+# -- fitted to the sizes (codegen/autotune.py drops the heuristic's own and duplicates)
+def pointwise_candidates(xnumel: int, ynumel: int | None = None) -> list[LaunchConfig]:
+    if ynumel is not None:
+        tiles = [(32, 32), (64, 64), (256, 16), (16, 256), (8, 128), (128, 8)]
+        return [
+            _tile(
+                {
+                    "YBLOCK": min(y, next_power_of_2(ynumel)),
+                    "XBLOCK": min(x, next_power_of_2(xnumel)),
+                },
+                w,
+            )
+            for y, x in tiles
+            for w in (4, 8)
+        ]
+    blocks = [b for b in (256, 512, 1024, 2048, 4096) if b <= max(256, next_power_of_2(xnumel))]
+    return [_tile({"XBLOCK": b}, w) for b in blocks for w in (2, 4, 8) if w * 32 <= b]
+
+
+def _tile(blocks: dict[str, int], warps: int) -> LaunchConfig:
+    return LaunchConfig(blocks, min(warps, max(1, math.prod(blocks.values()) // 32)))
+
+
+def persistent_candidates(xnumel: int, rnumel: int) -> list[LaunchConfig]:
+    rblock = next_power_of_2(rnumel)
+    xblocks = [x for x in (1, 2, 4, 8, 16, 32, 64, 128) if x * rblock <= 8192]
+    xblocks = [x for x in xblocks if x <= next_power_of_2(xnumel)] or [1]
+    return [
+        LaunchConfig({"XBLOCK": x, "R0_BLOCK": rblock}, w)
+        for x in xblocks
+        for warps in [_num_warps(x * rblock // 128, 1, 16)]
+        for w in sorted({max(1, warps // 2), warps, min(16, warps * 2)})
+    ]
+
+
+def looped_candidates(xnumel: int, rnumel: int, inner: bool) -> list[LaunchConfig]:
+    r = next_power_of_2(rnumel)
+    if inner:
+        shapes = [(1, b) for b in (512, 1024, 2048, 4096)] + [(2, 1024), (4, 512), (8, 512)]
+    else:
+        shapes = [(32, 64), (64, 64), (16, 32), (64, 16), (128, 8), (8, 512), (64, 4), (32, 16)]
+    return [
+        LaunchConfig({"XBLOCK": min(x, next_power_of_2(xnumel)), "R0_BLOCK": min(b, r)}, w)
+        for x, b in shapes
+        for w in ((4, 8, 16) if inner else (4, 8))
+    ]
+
+
+#: Inductor's mm_configs: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)
+MM_CONFIGS = (
+    (32, 32, 16, 1, 2), (32, 32, 128, 2, 4), (32, 64, 32, 5, 8), (64, 32, 32, 5, 8),
+    (64, 32, 128, 5, 4), (64, 64, 16, 2, 4), (64, 64, 32, 2, 4), (64, 64, 64, 3, 8),
+    (64, 64, 128, 5, 4), (64, 128, 32, 3, 4), (64, 128, 32, 4, 8), (64, 128, 64, 3, 4),
+    (64, 128, 128, 4, 4), (128, 64, 32, 3, 4), (128, 64, 32, 4, 8), (128, 128, 32, 2, 8),
+    (128, 128, 32, 3, 4), (128, 128, 64, 3, 4), (128, 128, 64, 5, 8), (128, 128, 128, 4, 8),
+    (128, 256, 64, 4, 8),
+)  # fmt: skip
+
+
+def template_candidates(m: int, n: int, k: int) -> list[LaunchConfig]:
+    fit = [max(16, next_power_of_2(s)) for s in (m, n, k)]
+    return [
+        LaunchConfig(
+            {
+                "BLOCK_M": min(bm, fit[0]),
+                "BLOCK_N": min(bn, fit[1]),
+                "BLOCK_K": min(bk, fit[2]),
+                "GROUP_M": 8,
+            },
+            warps,
+            stages,
+        )
+        for bm, bn, bk, stages, warps in MM_CONFIGS
+    ]
 
 
 def grid(config: LaunchConfig, numels: dict[str, IntLike]) -> tuple:

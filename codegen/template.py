@@ -27,10 +27,10 @@ from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.symbols import sym
 from mind.ir.types import ScalarType
 
-from .heuristics import LaunchConfig, cdiv, template_config
+from .heuristics import LaunchConfig, cdiv, template_candidates, template_config
 from .kernel import KernelBuilder, Scope
 from .phases import Phases
-from .plan import KernelPlan, Launch, Options, Strategy, kernel_name
+from .plan import Options, Strategy
 from .tiling import Group, Tiling, index_dtype, numel
 
 BM, BN, BK, GROUP_M = (sym(n) for n in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"))
@@ -124,14 +124,15 @@ class MatmulTemplate(Strategy):
         itemsize = min(op.result.type.dtype.itemsize for op in node.body.ops if op.kind == "load")
         return matmul_tiling(node, template_config(m, n, k, itemsize))
 
-    def plan(
-        self, node: Node, options: Options, buffers: dict[Value, Value], index: int
-    ) -> KernelPlan:
-        tiling = self.tiling(node, options)
-        name = kernel_name(self.prefix, node.origins or [], index)
-        builder = KernelBuilder(node, tiling, self.name, name, buffers)
-        kernel = builder.build(self)
-        return KernelPlan([kernel], [Launch(name, builder.launch_args, matmul_grid(tiling))])
+    def candidates(self, node: Node, options: Options, tiling: Tiling) -> list[Tiling]:
+        xs, (k,) = node.sizes
+        return [matmul_tiling(node, c) for c in template_candidates(*xs[-2:], k)]
+
+    def grid(self, tiling: Tiling) -> tuple:
+        m, n, _, batch = _groups(tiling)
+        blocks = tiling.config.blocks
+        tiles = cdiv(m.numel, blocks["BLOCK_M"]) * cdiv(n.numel, blocks["BLOCK_N"])
+        return (tiles, batch.numel if batch is not None else 1, 1)
 
     def body(self, b: KernelBuilder, top: Scope) -> None:
         mm = match(b.node)
@@ -160,13 +161,6 @@ def matmul_tiling(node: Node, config: LaunchConfig) -> Tiling:
     if nb:
         groups.append(Group("b", "", tuple(range(nb)), tuple(batch), 0, 0, None, False))
     return Tiling(config, tuple(groups), index_dtype(node, numel([*xs, k])))
-
-
-def matmul_grid(tiling: Tiling) -> tuple:
-    m, n, _, batch = _groups(tiling)
-    blocks = tiling.config.blocks
-    tiles = cdiv(m.numel, blocks["BLOCK_M"]) * cdiv(n.numel, blocks["BLOCK_N"])
-    return (tiles, batch.numel if batch is not None else 1, 1)
 
 
 def _groups(tiling: Tiling) -> tuple[Group, Group, Group, Group | None]:

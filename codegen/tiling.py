@@ -133,25 +133,27 @@ def index_dtype(node: Node, count: IntLike) -> DType:
     return dt.i64 if max(extents) >= 2**31 else dt.i32
 
 
-def pointwise_tiling(node: Node) -> Tiling:
-    """1-D over the x dims, or a 2-D tile when an access is contiguous along an outer dim."""
+def pointwise_tiling(node: Node, config: LaunchConfig | None = None) -> Tiling:
+    """1-D over the x dims, or a 2-D tile when an access is contiguous along an outer dim; with
+    the heuristic's config, or `config` (of the same rank) when given."""
     (xs, _), x_dims = node.sizes, tuple(range(len(node.sizes[0])))
     idt = index_dtype(node, numel(xs))
     split = _tile_split(node, len(xs))
-    if split is not None:
+    if split is not None and (config is None or "YBLOCK" in config.blocks):
         ydims, xdims = x_dims[:split], x_dims[split:]
         ynumel = size_hint(numel(xs[:split]))
-        config = pointwise_config(size_hint(numel(xs[split:])), ynumel)
-        if cdiv(ynumel, config.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
+        tile = config or pointwise_config(size_hint(numel(xs[split:])), ynumel)
+        if cdiv(ynumel, tile.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
             return Tiling(
-                config,
+                tile,
                 (
                     Group("y", "YBLOCK", ydims, tuple(xs[:split]), 0, 2, 1, True),
                     Group("x", "XBLOCK", xdims, tuple(xs[split:]), 1, 2, 0, True),
                 ),
                 idt,
             )
-    config = pointwise_config(size_hint(numel(xs)))
+    if config is None or "YBLOCK" in config.blocks:
+        config = pointwise_config(size_hint(numel(xs)))
     return Tiling(config, (Group("x", "XBLOCK", x_dims, tuple(xs), 0, 1, 0, True),), idt)
 
 

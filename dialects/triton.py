@@ -319,11 +319,18 @@ class Reuse(Op):
     result = result(LAID_OUT)
 
 
+GRID = tuple_of(INDEX, INDEX, INDEX)
+#: an autotuning candidate: (kernel, {constexprs..., num_warps, num_stages}, grid)
+CANDIDATE = tuple_of(STR, dict_of(STR, INT), GRID)
+
+
 class Launch(Op):
-    """kernel[grid](args, XBLOCK=..., num_warps=..., num_stages=...)"""
+    """kernel[grid](args, XBLOCK=..., num_warps=..., num_stages=...); with `candidates`, the
+    autotuner launches the fastest of the kernel as configured and of each candidate"""
 
     values = var_args()
-    grid = attr(tuple_of(INDEX, INDEX, INDEX))
+    grid = attr(GRID)
+    candidates = opt_attr(list_of(CANDIDATE))
 
 
 def _sibling_kernel(op: Operation, name: str) -> Operation | None:
@@ -344,6 +351,17 @@ def _verify_launch(op: Launch) -> None:
             f"'@{op.symbol}' takes {len(kernel.body.args)} arguments, launched with {len(op.args)}",
             op.loc,
         )
+    for name, config, _ in op.candidates or []:
+        other = _sibling_kernel(op, name)
+        if other is None or len(other.body.args) != len(kernel.body.args):
+            raise VerifyError(
+                f"candidate '@{name}' takes other arguments than '@{op.symbol}'", op.loc
+            )
+        if set(config) != {*other.constexprs, "num_warps", "num_stages"}:
+            raise VerifyError(
+                f"candidate '@{name}' sets {sorted(config)}, not its constexprs, num_warps and num_stages",
+                op.loc,
+            )
 
 
 TRITON = register_dialect(Dialect("triton"))

@@ -23,13 +23,13 @@ import torch
 import torch._dynamo
 from torch._functorch.aot_autograd import make_boxed_func
 
-from mind import runtime
+from mind import runtime, tuning
 from mind.dialects import aten, fx
 from mind.dump import GraphDump
 from mind.frontend import dynamo_guards
 from mind.ir.core import Module, Operation
 from mind.ir.types import SymType, TensorType
-from mind.options import Options, resolve_options
+from mind.options import Options, pipeline_of, resolve_options
 from mind.runtime import compile_pool
 from mind.runtime.cudagraphs import CudaGraphs
 
@@ -89,7 +89,9 @@ def compile_aten_graph(graph: Operation, options: Options | None = None) -> Call
     options = options or Options()
     dump = GraphDump(graph.symbol)
     try:
-        program = load_program(graph, dump, options.pipeline)
+        if options.autotune:
+            tuning.install()
+        program = load_program(graph, dump, pipeline_of(options))
     except Exception as exc:
         return eager(graph, exc, dump)
     call = FirstCallCheck(program.call, graph, dump)

@@ -56,7 +56,7 @@ class Pass:
 
     def __str__(self) -> str:
         opts = [
-            f"{f.name.replace('_', '-')}={getattr(self, f.name)}"
+            f"{f.name.replace('_', '-')}={_format(getattr(self, f.name))}"
             for f in dataclasses.fields(self)
             if getattr(self, f.name) != f.default
         ]
@@ -64,6 +64,11 @@ class Pass:
 
 
 PASSES: dict[str, type[Pass]] = {}
+
+
+def _format(value: object) -> str:
+    """An option's value as a pipeline writes it (and `_convert` reads it back)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @dataclass(frozen=True)

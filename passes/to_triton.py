@@ -79,6 +79,8 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     #: split reductions with too few rows to fill `sm-count` SMs into two kernels
     split_reductions: bool = True
     sm_count: int = SM_COUNT
+    #: list other configs and kernels for each launch, which the runtime benchmarks at load
+    autotune: bool = False
     #: assert every input's sizes and strides on each call (the guards already check them)
     assert_inputs: bool = False
 
@@ -164,8 +166,15 @@ class _WrapperBuilder:
         self.kernels += plan.kernels
         for launch in plan.launches:
             values = map_values(launch.args, lambda v: self.values.get(v, v))
+            candidates = list(launch.candidates) or None
             self.add(
-                Launch.build("triton.launch", values=values, grid=launch.grid, symbol=launch.kernel)
+                Launch.build(
+                    "triton.launch",
+                    values=values,
+                    grid=launch.grid,
+                    candidates=candidates,
+                    symbol=launch.kernel,
+                )
             )
         for temporary in plan.temporaries:
             self.release(temporary)

@@ -5,7 +5,10 @@
 - graphs: for each compiled graph, the key of its module (`graphs/<key>`), under a hash of
   everything that changes the result (the aten IR text, the pipeline with its options, mind's
   own source, the torch and Triton versions, the device), so a new process that compiles the same
-  graph imports its module without running a pass. Triton's own cache keeps the compiled kernels.
+  graph imports its module without running a pass. Triton's own cache keeps the compiled kernels;
+- tuning: autotuning's winners (`tuning/<key>.json`, runtime/autotune.py), under a hash of what
+  was tuned and the device, each naming the key it was stored under: one that does not parse or
+  names another is ignored.
 
 A file is trusted only when its content hashes to the key it is stored under: one that does not
 (truncated, edited, another module under the key) is rewritten from the source in hand, or, for
@@ -17,6 +20,7 @@ is no error: the caller compiles in memory.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import sys
@@ -145,3 +149,28 @@ def remember_graph(key: str, source: str, interpret: bool) -> None:
         _write(cache_dir() / "graphs" / key[:2] / key, source_key(source, interpret) + "\n")
     except OSError:
         pass  # an unwritable cache: the next process compiles again
+
+
+def _tuning_path(key: str, interpret: bool) -> Path:
+    return (
+        cache_dir() / "tuning" / f"{_digest(key, triton.__version__, device_key(interpret))}.json"
+    )
+
+
+def recall_tuning(key: str, interpret: bool) -> dict | None:
+    """The record stored for `key` on this device, when it parses and names `key`."""
+    text = _read(_tuning_path(key, interpret))
+    try:
+        record = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and record.get("key") == key else None
+
+
+def remember_tuning(key: str, interpret: bool, record: dict) -> None:
+    """Store `record` (with `key` in it) for `key` on this device; an unwritable cache is no
+    error: the next process tunes again."""
+    try:
+        _write(_tuning_path(key, interpret), json.dumps({**record, "key": key}, indent=1) + "\n")
+    except OSError:
+        pass

@@ -65,8 +65,13 @@ class Binding:
             compiled.run  # noqa: B018  (loads the binary on this device now, not at first launch)
         return compiled
 
+    @property
+    def interpreted(self) -> bool:
+        """Whether the kernel runs in Triton's interpreter (CPU tensors)."""
+        return isinstance(self.kernel, InterpretedFunction) or bool(knobs.runtime.interpret)
+
     def launcher(self) -> Launcher:
-        if isinstance(self.kernel, InterpretedFunction) or knobs.runtime.interpret:
+        if self.interpreted:
             return _jit_launcher(self.kernel, self.options)
         compiled = self.compile()
         if _hooked():  # a profiler listens to launches: Triton's own path tells it about each

@@ -127,7 +127,7 @@ def test_modes_compile_and_match_eager(mode):
                            "max-autotune-no-cudagraphs)"),
         ({"options": {"cuda_graphs": True}}, "unknown option 'cuda_graphs' (options: cudagraphs, "
                                              "cudagraph_max_shapes, cudagraph_max_recordings, "
-                                             "pipeline)"),
+                                             "pipeline, autotune)"),
         ({"options": {"cudagraphs": 1}}, "option 'cudagraphs' takes a bool, not int (1)"),
     ],
 )  # fmt: skip
