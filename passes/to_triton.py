@@ -29,7 +29,7 @@ from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, m
 from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType
 
-from .manager import Pass
+from .manager import Pass, option
 
 _DEP_ATTRS = ("origins", "writes", "met", "unmet")
 
@@ -72,12 +72,15 @@ def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: se
 class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     """Generate Triton kernels and the host wrapper of each graph."""
 
-    persistent_max: int = PERSISTENT_MAX
-    max_r_block: int = MAX_R_BLOCK
-    #: assert every input's sizes and strides on each call (the guards already check them)
-    assert_inputs: bool = False
+    persistent_max: int = option(
+        PERSISTENT_MAX, "reduce rows up to this many elements in registers (persistent)"
+    )
+    max_r_block: int = option(MAX_R_BLOCK, "the widest block of a looped reduction")
+    assert_inputs: bool = option(
+        False, "assert every input's sizes and strides on each call (the guards check them)"
+    )
 
-    def run(self, module: Module) -> Module:
+    def run_module(self, module: Module) -> Module:
         kernels: list[Operation] = []
         wrappers = []
         single = len(module.ops) == 1
