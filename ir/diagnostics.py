@@ -98,10 +98,12 @@ def user_stacklevel(packages: tuple[str, ...] = ("mind", "torch", "triton")) -> 
     """The `stacklevel` that makes a warning point at the first caller outside `packages` and
     the standard library: the user's line that compiled or called the code, not mind's."""
     ours = tuple(
-        os.path.join(folder, "")
-        for name, module in list(sys.modules.items())
-        if name.split(".")[0] in packages
-        for folder in getattr(module, "__path__", ())
+        {
+            os.path.join(os.path.dirname(module.__file__), "")
+            for name, module in list(sys.modules.items())
+            if name.split(".")[0] in packages
+            and os.path.isabs(getattr(module, "__file__", None) or "")
+        }
     )
     stdlib = os.path.join(sysconfig.get_paths()["stdlib"], "")
 

@@ -129,7 +129,8 @@ class Remarks:
     """fuse's decisions as remarks at the later node of each pair: to the diagnostic handlers in
     scope (mind-opt --remarks) and to the fusion log. Each refused pair is reported once."""
 
-    def __init__(self):
+    def __init__(self, graph: str):
+        self.graph = graph
         self.reported: set[tuple[str, str]] = set()
 
     @staticmethod
@@ -146,11 +147,10 @@ class Remarks:
         message = f"@{a.symbol} + @{b.symbol}: fused into @{node.symbol}, saving {score} bytes"
         self._emit(message, b, logging.INFO)
 
-    @staticmethod
-    def _emit(message: str, at: Node, level: int) -> None:
+    def _emit(self, message: str, at: Node, level: int) -> None:
         diagnostic = Diagnostic(message, at.loc, "remark")
         emit(diagnostic)
-        log.log(level, "%s", diagnostic.head())
+        log.log(level, "@%s: %s", self.graph, diagnostic.head())
 
 
 def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
@@ -235,7 +235,7 @@ def best_fusion(
 
 
 def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
-    remarks = Remarks() if Remarks.wanted() else None
+    remarks = Remarks(graph.symbol) if Remarks.wanted() else None
     while (found := best_fusion(graph, max_parts, remarks)) is not None:
         a, b, shared, saved = found
         node = fuse_pair(a, b, shared, graph.body)

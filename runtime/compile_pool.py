@@ -27,7 +27,11 @@ import sys
 import threading
 from typing import BinaryIO
 
+from mind.ir.logs import channel
+
 from .launch import Binding, deferred
+
+log = channel("launch")
 
 
 def workers() -> int:
@@ -50,8 +54,9 @@ class Worker:
         try:
             _receive(self.process.stdout)
             self.ready.set()
-        except (OSError, EOFError, struct.error):
-            pass  # a worker that died starting is never used
+            log.debug("compile worker %d: ready", self.process.pid)
+        except (OSError, EOFError, struct.error):  # a worker that died starting is never used
+            log.info("compile worker %d: died starting", self.process.pid)
 
     def compile(self, job: tuple) -> bool:
         try:
@@ -59,6 +64,7 @@ class Worker:
             return bool(_receive(self.process.stdout))
         except (OSError, EOFError, struct.error):
             self.ready.clear()  # dead: the loader compiles what is left
+            log.info("compile worker %d: died, the loader compiles the rest", self.process.pid)
             return False
 
     def stop(self) -> None:
@@ -92,10 +98,16 @@ class Pool:
         ]
         for thread in helpers:
             thread.start()
+        here = 0
         while (binding := take()) is not None:
             binding.compile()
+            here += 1
         for thread in helpers:
             thread.join()
+        log.info(
+            "%s: %d kernels, %d compiled here, the others by %d ready workers of %d",
+            module, len(bindings), here, len(helpers), len(self.workers),
+        )  # fmt: skip
 
     def shutdown(self) -> None:
         for worker in self.workers:

@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[{opts}]",
         help="run a pass (repeatable, in order)",
     )
-    p.add_argument("-p", "--pipeline", default=None, help="a pipeline string: a,b{opt=1}")
+    p.add_argument("-p", "--pipeline", default=None, help="a pipeline string: a,b{opt=1 other=2}")
     p.add_argument("--split-input-file", action="store_true", help="split the input on '// -----'")
     p.add_argument(
         "--verify-diagnostics",
