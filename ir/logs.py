@@ -20,7 +20,7 @@ import sys
 ROOT = "mind"
 #: channel -> what it says (`mind-opt --help`, the README)
 CHANNELS = {
-    "passes": "each pass run: its time, and the ops before and after",
+    "passes": "each pass run: its time, and the ops each graph has after it",
     "fusion": "each pair of nodes fuse weighs: fused (bytes saved) or refused, by which rule",
     "output_code": "the Python module generated for each graph (Triton kernels and call)",
     "cache": "the module and whole-graph caches: hits, misses, writes, files repaired",

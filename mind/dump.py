@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mind.ir.core import Module
+
+#: scheduled graphs with more ops get no SVG (Graphviz lays out large graphs slowly)
+DRAW_MAX_OPS = 400
 
 
 def dump_dir() -> Path | None:
@@ -80,12 +84,15 @@ class GraphDump:
         from mind.parser import parse
         from mind.target.dot import can_render, render, to_dot
 
-        first, last = self.scheduled[0], self.scheduled[-1]
-        dot = to_dot(parse(first, "scheduled"), parse(last, "scheduled"))
+        before = parse(self.scheduled[0], "scheduled")
+        dot = to_dot(before, parse(self.scheduled[-1], "scheduled"))
         self.scheduled = []
         path = self.write("scheduled.dot", dot)
-        if can_render():
-            path.with_suffix(".svg").write_bytes(render(dot, "svg"))
+        if can_render() and sum(len(g.body.ops) for g in before.ops) <= DRAW_MAX_OPS:
+            try:
+                path.with_suffix(".svg").write_bytes(render(dot, "svg"))
+            except (OSError, RuntimeError, subprocess.CalledProcessError):
+                pass  # the picture is a convenience: the DOT text is there
 
     def reproducer(self) -> Path | None:
         """The file holding the last good IR: the dump, or one in `reproducer_dir()`."""

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
 from mind.ir import logs
+from mind.runtime.cudagraphs import MindCudaGraphWarning
 from test_runtime import seed
 
 import mind
@@ -124,3 +127,36 @@ def test_channels_are_documented():
         "launch",
         "cudagraphs",
     }
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_channels_say_what_bound_recorded_and_nothing_per_replay(all_logs, monkeypatch, capsys):
+    """launch: each kernel bound once at load; cudagraphs: warm-up, then one recording; the
+    replays after that log nothing."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    x = torch.randn(64, 256, device="cuda")
+    compiled = torch.compile(lambda x: x.softmax(-1) * 2, backend="mind", mode="reduce-overhead")
+    for _ in range(2):  # warm-up, record
+        compiled(x)
+    err = capsys.readouterr().err
+    assert "[mind.launch] kernel triton_" in err and ": bound" in err
+    assert ": warm-up of shape 0" in err and ": recording 0 of this shape" in err
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), x.softmax(-1) * 2)
+    assert "[mind." not in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_warning_points_at_the_callers_line(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    compiled = torch.compile(lambda x, s: x * s.cuda(), backend="mind", mode="reduce-overhead")
+    x, s = torch.randn(8, device="cuda"), torch.tensor(3.0)  # a CPU input: not recordable
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            compiled(x, s)  # the line the warning names
+            line = inspect.currentframe().f_lineno - 1
+    warned = [w for w in caught if issubclass(w.category, MindCudaGraphWarning)]
+    assert warned and all((w.filename, w.lineno) == (__file__, line) for w in warned)

@@ -167,3 +167,9 @@ def test_a_bad_mind_logs_is_a_usage_error(tool, monkeypatch, capsys):
     code, out, err = run(tool, [SCHEDULED], capsys)
     assert (code, out) == (2, "")
     assert "MIND_LOGS: unknown channel 'pases' (channels: all, passes, fusion" in err
+
+
+def test_dir_lists_what_mind_exports():
+    import mind
+
+    assert {"capture", "parse", "Module", "MindError", "set_logs"} <= set(dir(mind))
