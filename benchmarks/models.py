@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import model_report, workers
+from benchmarks import model_report, plot, workers
 from benchmarks.common import fresh_caches, names_arg
 from benchmarks.measure import check_graph_kernel_counter, check_kernel_counter
 from benchmarks.model_row import (
@@ -167,10 +167,7 @@ def write(args: argparse.Namespace, rows: list[dict], meta: dict, final: bool) -
     if args.md:
         Path(args.md).write_text(model_report.markdown(rows, meta))
     if final and args.png:
-        try:
-            model_report.plot(args.png, rows, meta)
-        except ImportError as e:
-            print(f"no plot: {e} (pip install -e '.[bench]')", file=sys.stderr)
+        plot.save_or_say(args.png, model_report.chart(rows, meta))
 
 
 def main(argv: list[str] | None = None) -> int:

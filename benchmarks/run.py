@@ -1,6 +1,6 @@
 """Run every case under eager, Inductor and mind in one process; print a table, write JSON.
 
-    python3 -m benchmarks.run [--cases NAME,...] [--json out.json] [--device cuda]
+    python3 -m benchmarks.run [--cases NAME,...] [--json out.json] [--png out.png] [--device cuda]
     python3 -m benchmarks.run --mode max-autotune     # both compilers autotune
     python3 -m benchmarks.run --device cpu --small --backends eager,mind   # smoke test
 
@@ -36,6 +36,7 @@ from benchmarks.measure import (
     nbytes,
     sync,
 )
+from benchmarks.plot import Bar, Chart, save_or_say
 from benchmarks.report import markdown, write_json
 
 BACKENDS = ("eager", "inductor", "mind")
@@ -160,6 +161,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--small", action="store_true", help="tiny shapes (for CPU smoke tests)")
     p.add_argument("--mode", help="torch.compile's mode for both compilers (max-autotune, ...)")
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--png", help="plot each backend's speedup over eager here (needs matplotlib)")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device here (use --device cpu --small)")
@@ -194,7 +196,28 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(rows, args.backends, meta))
     if args.json:
         write_json(args.json, rows, meta)
+    save_or_say(args.png, chart(rows, args.backends, meta))
     return 0
+
+
+def chart(rows: list[dict], backends: list[str], meta: dict[str, object]) -> Chart:
+    """Per case, each compiled backend's speedup over eager (ERR where it has no time, hatched
+    where its check failed or a graph ran eagerly)."""
+
+    def bar(row: dict, backend: str) -> Bar:
+        cell, eager = row["cells"].get(backend, {}), row["cells"].get("eager", {}).get("ms")
+        speedup = eager / cell["ms"] if eager and cell.get("ms") else None
+        return Bar(
+            speedup, "xx" if cell.get("ok") is False else "//" if cell.get("fallback") else ""
+        )
+
+    compiled = [b for b in backends if b != "eager"]
+    return Chart(
+        title=f"Speedup over eager on {meta['device_name']} (hatched: xx check failed, // fell back)",
+        ylabel="speedup over eager",
+        groups=[r["name"] for r in rows],
+        series={b: [bar(r, b) for r in rows] for b in compiled},
+    )
 
 
 if __name__ == "__main__":

@@ -66,7 +66,28 @@ def resolve_options(mode: str | None = None, options: dict[str, Any] | None = No
                 f"not {type(value).__name__} ({value!r})"
             )
         values[key] = value
-    return Options(**values)
+    chosen = Options(**values)
+    check_pipeline(
+        chosen.pipeline, "options['pipeline']" if "pipeline" in values else "MIND_PIPELINE"
+    )
+    return chosen
+
+
+def check_pipeline(pipeline: str, source: str) -> None:
+    """Raise ValueError unless `pipeline` parses and brings aten IR to triton IR: a typo must
+    not make every graph fall back to eager."""
+    from mind.ir.diagnostics import MindError
+    from mind.passes import parse_pipeline, resolve_pipeline
+
+    try:
+        passes = resolve_pipeline(parse_pipeline(pipeline, source), "aten")
+    except MindError as exc:
+        raise ValueError(f"mind: {exc.render()}") from None
+    end = passes[-1].output if passes else "aten"
+    if end != "triton":
+        raise ValueError(
+            f"mind: {source}: the pipeline must end at triton IR, not {end} IR: {pipeline!r}"
+        )
 
 
 def pipeline_of(options: Options) -> str:

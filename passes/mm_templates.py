@@ -33,7 +33,7 @@ from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType, contiguous_strides
 
 from .lower import LowerCtx
-from .manager import GraphPass
+from .manager import GraphPass, option
 from .realize import flatten_buffer_loads
 
 #: the ATen matmuls a template can compute: symbol -> (positions of a and b, of the bias)
@@ -62,7 +62,9 @@ class MmTemplates(GraphPass, name="mm-templates", input="loops"):
 
     `select` is aten (default), template or autotune (a benchmark decides, else aten)."""
 
-    select: str = "aten"
+    select: str = option(
+        "aten", "aten (cuBLAS), template (every eligible matmul), or autotune (a benchmark decides)"
+    )
 
     def run_graph(self, graph: Operation) -> None:
         if self.select not in SELECT:

@@ -29,7 +29,7 @@ from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, m
 from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType
 
-from .manager import Pass
+from .manager import Pass, option
 
 _DEP_ATTRS = ("origins", "writes", "met", "unmet")
 
@@ -72,19 +72,23 @@ def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: se
 class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     """Generate Triton kernels and the host wrapper of each graph."""
 
-    persistent_max: int = PERSISTENT_MAX
-    max_r_block: int = MAX_R_BLOCK
-    #: the most warps of a looped reduction's program (Inductor: 16)
-    max_warps: int = MAX_WARPS
-    #: split reductions with too few rows to fill `sm-count` SMs into two kernels
-    split_reductions: bool = True
-    sm_count: int = SM_COUNT
-    #: list other configs and kernels for each launch, which the runtime benchmarks at load
-    autotune: bool = False
-    #: assert every input's sizes and strides on each call (the guards already check them)
-    assert_inputs: bool = False
+    persistent_max: int = option(
+        PERSISTENT_MAX, "reduce rows up to this many elements in registers (persistent)"
+    )
+    max_r_block: int = option(MAX_R_BLOCK, "the widest block of a looped reduction")
+    max_warps: int = option(MAX_WARPS, "the most warps of a looped reduction (Inductor: 16)")
+    split_reductions: bool = option(
+        True, "split reductions whose rows are too few to fill sm-count SMs into two kernels"
+    )
+    sm_count: int = option(SM_COUNT, "the GPU's streaming multiprocessors (an H200 has 132)")
+    autotune: bool = option(
+        False, "list other configs and kernels for each launch, timed when the module loads"
+    )
+    assert_inputs: bool = option(
+        False, "assert every input's sizes and strides on each call (the guards check them)"
+    )
 
-    def run(self, module: Module) -> Module:
+    def run_module(self, module: Module) -> Module:
         kernels: list[Operation] = []
         wrappers = []
         single = len(module.ops) == 1

@@ -31,9 +31,13 @@ import sys
 import threading
 from typing import BinaryIO
 
+from mind.ir.logs import channel
+
 from .autotune import Tuned
 from .launch import Binding, deferred
 from .progress import Silent, progress
+
+log = channel("launch")
 
 
 def workers() -> int:
@@ -56,8 +60,9 @@ class Worker:
         try:
             _receive(self.process.stdout)
             self.ready.set()
-        except (OSError, EOFError, struct.error):
-            pass  # a worker that died starting is never used
+            log.debug("compile worker %d: ready", self.process.pid)
+        except (OSError, EOFError, struct.error):  # a worker that died starting is never used
+            log.info("compile worker %d: died starting", self.process.pid)
 
     def compile(self, job: tuple) -> bool:
         try:
@@ -65,6 +70,7 @@ class Worker:
             return bool(_receive(self.process.stdout))
         except (OSError, EOFError, struct.error):
             self.ready.clear()  # dead: the loader compiles what is left
+            log.info("compile worker %d: died, the loader compiles the rest", self.process.pid)
             return False
 
     def stop(self) -> None:
@@ -122,6 +128,7 @@ class Pool:
         ]
         for thread in helpers:
             thread.start()
+        here = 0
         while True:
             if (launch := ready()) is not None:
                 pending.remove(launch)
@@ -130,6 +137,7 @@ class Pool:
             elif (index := take()) is not None:
                 _compile(bindings[index])
                 finish(index)
+                here += 1
             elif pending and any(t.is_alive() for t in helpers):
                 with changed:
                     changed.wait(timeout=0.1)
@@ -139,6 +147,10 @@ class Pool:
             thread.join()
         for launch in pending:
             launch.choose()
+        log.info(
+            "%s: %d kernels, %d compiled here, the others by %d ready workers of %d",
+            module, len(bindings), here, len(helpers), len(self.workers),
+        )  # fmt: skip
 
     def shutdown(self) -> None:
         for worker in self.workers:
