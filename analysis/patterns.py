@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mind.dialects.scheduled import Reduction
 from mind.ir.core import Block, Operation, Value
+from mind.ir.types import ScalarType
 
 
 def definitions(body: Block) -> dict[Value, Operation]:
@@ -15,6 +16,21 @@ def definitions(body: Block) -> dict[Value, Operation]:
 
 def is_reduction(op: Operation | None, kind: str) -> bool:
     return isinstance(op, Reduction) and op.reduction_type == kind
+
+
+def two_value_reduction(anchor: Reduction, kind: str) -> Reduction:
+    """A reduction of `kind` (online_softmax, welford: two values of `anchor`'s dtype) of what
+    `anchor` reduces, inserted before it: the rewrites' replacement for a pair of reductions."""
+    dtype = anchor.result.type.dtype
+    op = Reduction.build(
+        "scheduled.reduction",
+        value=anchor.value,
+        reduction_type=kind,
+        results=[ScalarType(dtype), ScalarType(dtype)],
+        loc=anchor.loc,
+    )
+    anchor.parent.insert_before(anchor, op)
+    return op
 
 
 def same(a, b, defs: dict[Value, Operation]) -> bool:

@@ -71,7 +71,10 @@ def _template_wins(call: LoopsCall) -> bool | None:
 
     times = {run.__name__: timer(run) for run in (template, aten)}
     winner = min(times, key=times.__getitem__)
-    remember_tuning(key, interpret, {"winner": winner, "ms": times})
+    problem = (
+        f"{call.symbol}({', '.join(str(v.type) for v in call.values if isinstance(v, Value))})"
+    )
+    remember_tuning(key, interpret, {"winner": winner, "ms": times, "problem": problem})
     return winner == "template"
 
 

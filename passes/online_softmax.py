@@ -21,10 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mind.analysis.deps import erase_dead
-from mind.analysis.patterns import definitions, is_reduction, same
-from mind.dialects.scheduled import Node, Reduction
+from mind.analysis.patterns import definitions, is_reduction, same, two_value_reduction
+from mind.dialects.scheduled import Node
 from mind.ir.core import Operation, Value
-from mind.ir.types import ScalarType
 
 from .manager import GraphPass
 from .schedule import renumber
@@ -48,15 +47,7 @@ def rewrite_node(node: Node) -> None:
         if top is not None and top not in pairs:
             pairs[top] = op
     for top, total in pairs.items():
-        dtype = top.result.type.dtype
-        fused = Reduction.build(
-            "scheduled.reduction",
-            value=top.value,
-            reduction_type="online_softmax",
-            results=[ScalarType(dtype), ScalarType(dtype)],
-            loc=top.loc,
-        )
-        node.body.insert_before(top, fused)
+        fused = two_value_reduction(top, "online_softmax")
         top.replace_by([fused.results[0]])
         total.replace_by([fused.results[1]])
     if pairs:  # the reloads that go read what the reduction reads: the MemoryDeps stay

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mind.analysis.deps import erase_dead, product
-from mind.analysis.patterns import definitions, is_reduction, same
+from mind.analysis.patterns import definitions, is_reduction, same, two_value_reduction
 from mind.dialects.loops import Constant
 from mind.dialects.scheduled import Node, Reduction
 from mind.ir.core import Operation, Value
@@ -119,14 +119,7 @@ def _divides_by(op: Operation, total: Value, n: float, defs: dict[Value, Operati
 def _rewrite(node: Node, found: Variance) -> None:
     total = found.total
     dtype = total.result.type.dtype
-    welford = Reduction.build(
-        "scheduled.reduction",
-        value=total.value,
-        reduction_type="welford",
-        results=[ScalarType(dtype), ScalarType(dtype)],
-        loc=total.loc,
-    )
-    node.body.insert_before(total, welford)
+    welford = two_value_reduction(total, "welford")
     mean, m2 = welford.results
     for op in found.means:
         op.replace_by([mean])

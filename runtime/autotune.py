@@ -102,11 +102,9 @@ class Tuned:
         times = self.measure(timer)
         self.choice = min(range(len(times)), key=times.__getitem__)
         if math.isfinite(times[self.choice]):
-            remember_tuning(
-                self.key,
-                interpret,
-                {"winner": names[self.choice], "candidates": names, "ms": times},
-            )
+            ints = [e for e in self.candidates[0].binding.signature if isinstance(e, int)]
+            record = {"winner": names[self.choice], "candidates": names, "ms": times}
+            remember_tuning(self.key, interpret, {**record, "sizes": ints})
         return self.choice
 
     def measure(self, timer: Timer) -> list[float]:

@@ -106,3 +106,28 @@ def test_launch_chart_draws_each_backends_speedup(tmp_path):
     pytest.importorskip("matplotlib")
     save(str(tmp_path / "launch.png"), chart)
     assert (tmp_path / "launch.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_sweep_variants_are_pipelines_and_its_table_reads():
+    from benchmarks import sweep
+    from mind.options import check_pipeline
+
+    for name, pipeline in sweep.VARIANTS.items():
+        check_pipeline(pipeline, name)
+    text = sweep.table({"softmax": 2.0}, {"default": {"softmax": 3.0}, "x": {"softmax": None}})
+    assert "| softmax | 2.000 | 3.000 (1.50) | ERR |" in text
+
+
+def test_tuning_report_reads_the_records(tmp_path):
+    from benchmarks import tuning
+
+    folder = tmp_path / "tuning"
+    folder.mkdir()
+    kernel = {"winner": "b", "candidates": ["a", "b"], "ms": [2.0, 1.0], "sizes": [64, 32]}
+    matmul = {"winner": "aten", "ms": {"template": 2.0, "aten": 1.0}, "problem": "mm"}
+    for i, record in enumerate([kernel, matmul]):
+        (folder / f"{i}.json").write_text(json.dumps(record))
+    (folder / "bad.json").write_text("{not json")
+    rows = tuning.records(folder)
+    assert "| [64, 32] | a | 2.0000 | b | 1.0000 | 2.00x |" in tuning.kernel_table(rows)
+    assert "| mm | 2.0000 | 1.0000 | aten |" in tuning.matmul_table(rows)
