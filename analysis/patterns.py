@@ -1,7 +1,7 @@
-"""What rewrites of scheduled node bodies match on (passes/online_softmax.py, passes/welford.py):
-the op defining each body value, and structural equality of values (a fused body reloads and
-recomputes what it already has, so the same quantity appears as several values)."""
-
+"""What rewrites of scheduled node bodies (passes/online_softmax.py, passes/welford.py) and the
+strategies that rebuild them (codegen/split.py, codegen/template.py) match on: the op defining
+each body value, the ops a value depends on, and structural equality of values (a fused body
+reloads and recomputes what it already has, so the same quantity appears as several values)."""
 from __future__ import annotations
 
 from mind.dialects.scheduled import Reduction
@@ -12,6 +12,19 @@ from mind.ir.types import ScalarType
 def definitions(body: Block) -> dict[Value, Operation]:
     """Each body value -> the op that defines it."""
     return {r: op for op in body.ops for r in op.results}
+
+
+def closure(ops: list[Operation], targets: list[Operation]) -> list[Operation]:
+    """The targets and every op of `ops` they depend on, in the order of `ops`."""
+    defs = {r: op for op in ops for r in op.results}
+    needed, stack = set(targets), list(targets)
+    while stack:
+        for value in stack.pop().operands:
+            op = defs.get(value)
+            if op is not None and op not in needed:
+                needed.add(op)
+                stack.append(op)
+    return [op for op in ops if op in needed]
 
 
 def is_reduction(op: Operation | None, kind: str) -> bool:

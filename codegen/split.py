@@ -1,22 +1,23 @@
 """The split-reduction strategy: a reduction with too few rows to fill the GPU (a full sum, a
 column sum, per-channel statistics) becomes two kernels, as Inductor's split reductions: the
-first reduces each row's S parts into a temporary, the second reduces each row's S partials and
-runs the rest of the node (its per-row epilogue and stores).
+first reduces each row's parts into temporaries, the second reduces each row's partials and runs
+the rest of the node (its per-row epilogue and stores).
 
-Both kernels come from scheduled nodes this strategy builds and the other strategies plan:
+Both kernels come from scheduled nodes this strategy builds and the other strategies plan. The
+row splits at a SplitPoint: its r dims before `dim`, and `parts` slices of `dim`, become part
+dims (so that every index stays affine in the loop variables):
 
-    partial: sizes ([*x, S], [C]) (s outermost for an outer reduction, so x stays contiguous),
-             the row index p_r = C*s + q; each reduction stores its partials (in its accumulator
-             dtype: f32 for bf16 sums), one temporary per result
-    final:   sizes ([*x], [S]); each reduction reduces its partials with its kind (welford merges
-             (mean, m2) parts of C elements each, by the kind's combine), then the node's per-row
-             ops and stores
+    partial: sizes ([*x, *part dims], [slice of dim, dims after it]) (part dims outermost for an
+             outer reduction, so x stays contiguous); each reduction stores its partials, in its
+             accumulator dtype (f32 for bf16 sums), one temporary per result
+    final:   sizes ([*x], [*part dims]); each reduction reduces its partials by its kind (welford
+             merges the parts' (mean, m2) by the kind's combine), then the node's per-row ops
 
 It applies when every reduction is of a kind whose partials combine (not argmax/argmin, whose
 index would need its part's offset, nor online_softmax) and reads only the row (no reduction
 depends on another: a two-pass variance splits once the welford pass made it one reduction),
-when nothing is stored along r, the sizes are static, and `split_factor` (heuristics.py) says so;
-S is then the divisor of the row length nearest to it, so every part is whole.
+when nothing is stored along r, the sizes are static, and `split_factor` (heuristics.py) asks
+for parts; the split point is the one whose part count is nearest to it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import sympy
 from mind.analysis.deps import INDEXED, erase_dead, set_node_deps
 from mind.analysis.loops import pvar, substitute
+from mind.analysis.patterns import closure
 from mind.dialects.loops import Load
 from mind.dialects.reductions import REDUCTIONS, welford_merge
 from mind.dialects.scheduled import Node, Reduction, Store
@@ -137,7 +139,7 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value]]:
     partial = _node(node, [part_xs, chunk], temporaries)
     final = _node(node, [xs, parts], node.results)
     vmap: dict[Value, Value] = {}
-    for op in _needed(node, reductions):
+    for op in closure(node.body.ops, reductions):
         partial.body.append(_copy(op, vmap, reindex))
     # each reduction's results: stored as partials, reduced again in the final node
     final_map: dict[Value, Value] = dict(zip(node.results, final.results))
@@ -166,19 +168,6 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value]]:
         erase_dead(half.body)
         set_node_deps(half)
     return partial, final, temporaries
-
-
-def _needed(node: Node, targets: list[Operation]) -> list[Operation]:
-    """The targets and every op they depend on, in body order."""
-    defs = {r: op for op in node.body.ops for r in op.results}
-    needed, stack = set(targets), list(targets)
-    while stack:
-        for value in stack.pop().operands:
-            op = defs.get(value)
-            if op is not None and op not in needed:
-                needed.add(op)
-                stack.append(op)
-    return [op for op in node.body.ops if op in needed]
 
 
 def _node(node: Node, sizes: list[list[int]], results: list[Value]) -> Node:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import sympy
 from mind.analysis.deps import INDEXED
 from mind.analysis.loops import pvar
+from mind.analysis.patterns import closure
 from mind.dialects.scheduled import Node, Reduction
 from mind.dialects.triton import For, Yield, dtype_of, shape_of
 from mind.ir import dtypes as dt
@@ -94,13 +95,8 @@ def _casts(product: Operation, phases: Phases) -> list[Operation]:
 
 def _deps(value: Value, phases: Phases) -> list[Operation]:
     """The ops that compute `value`, in body order."""
-    needed, stack = set(), [value]
-    while stack:
-        op = phases.defs.get(stack.pop())
-        if op is not None and op not in needed:
-            needed.add(op)
-            stack += list(op.operands)
-    return [op for op in phases.ops if op in needed]
+    op = phases.defs.get(value)
+    return closure(phases.ops, [op]) if op is not None else []
 
 
 def _uses(ops: list[Operation]) -> set[sympy.Symbol]:
@@ -120,9 +116,9 @@ class MatmulTemplate(Strategy):
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         xs, (k,) = node.sizes
-        *batch, m, n = xs
-        itemsize = min(op.result.type.dtype.itemsize for op in node.body.ops if op.kind == "load")
-        return matmul_tiling(node, template_config(m, n, k, itemsize))
+        mm = match(node)
+        itemsize = max(dtype_of(v).itemsize for v in (mm.a, mm.b))
+        return matmul_tiling(node, template_config(*xs[-2:], k, itemsize))
 
     def candidates(self, node: Node, options: Options, tiling: Tiling) -> list[Tiling]:
         xs, (k,) = node.sizes
