@@ -50,3 +50,16 @@ def test_readme_command_runs_as_written(command, tmp_path):
     for i, arg in enumerate(args[:-1]):
         if arg == "-o":
             assert (tmp_path / args[i + 1]).stat().st_size > 0
+
+
+def test_demo_prints_every_stage_and_matches_eager(capsys):
+    """The README's first command ends in `python3 -m mind.demo`: every stage, the emitted
+    Python, and the compiled result checked against eager."""
+    from mind import demo
+
+    demo.main()
+    out = capsys.readouterr().out
+    headers = re.findall(r"^(?://|#) ===== (\w+)", out, re.M)
+    assert headers == ["fx", "aten", "loops", "scheduled", "triton", "emitted"]
+    assert "@triton.jit" in out
+    assert out.rstrip().endswith("matches eager")
