@@ -206,21 +206,29 @@ def export_graph(graph_op: Operation) -> torch.fx.GraphModule:
             node = graph.call_function(
                 target, tuple(from_attr(op.args, nodes)), from_attr(op.attrs, nodes)
             )
-            node.name = (
-                op.results[0].name if len(op.results) == 1 else f"{op.results[0].name}_tuple"
-            )
-            _bind_results(graph, op, node, nodes)
+            if op.results:
+                node.name = op.results[0].name + ("_tuple" if len(op.results) > 1 else "")
+                _bind_results(graph, op, node, nodes)
     return torch.fx.GraphModule(root, graph)
 
 
 def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nodes: dict) -> None:
-    if len(op.results) == 1 and (lookup_op(op.name).results == 1):
+    if not _returns_sequence(node.target):
         nodes[op.result] = node
         return
     for i, result in enumerate(op.results):
         item = graph.call_function(operator.getitem, (node, i))
         item.name = result.name
         nodes[result] = item
+
+
+def _returns_sequence(target: Any) -> bool:
+    """Whether `target` returns a tuple or list (one IR result per element): an overload whose
+    schema says so; never a plain Python callable (`operator.floordiv` on sizes)."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    returns = target._schema.returns
+    return len(returns) != 1 or isinstance(returns[0].type, torch.ListType)
 
 
 def _constant(op: Operation) -> torch.Tensor:

@@ -21,6 +21,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 from mind import runtime
 from mind.dialects import aten, fx
 from mind.dump import GraphDump
+from mind.fallback import DYNAMO_CONTROL_FLOW
 from mind.frontend import dynamo_guards
 from mind.ir.core import Module, Operation
 from mind.ir.types import TensorType
@@ -60,6 +61,8 @@ def mind_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         from mind.passes.to_aten import aten_graphs  # loads every pass: a broken one falls back
 
         compiled, _ = aten_graphs(gm, example_inputs, name, compile_graph=compile_aten_graph)
+    except DYNAMO_CONTROL_FLOW:
+        raise
     except Exception as exc:
         fall_back(name, exc, dump.reproducer())
         return gm.forward
@@ -75,17 +78,19 @@ def boxed(fn: Callable[[list], object]) -> Callable[[list], object]:
 
 
 @torch._dynamo.disable(recursive=True)
-def compile_aten_graph(graph: Operation) -> Callable:
-    """An `aten.graph` as a boxed callable: its generated Triton program, or eager ATen. Not
-    traced by Dynamo: AOTAutograd compiles the backward lazily, inside `loss.backward()`."""
-    dump = GraphDump(graph.symbol)
+def compile_aten_graph(aot_gm: torch.fx.GraphModule, symbol: str) -> Callable:
+    """AOTAutograd's ATen graph as a boxed callable: its generated Triton program, or the graph
+    itself. Not traced by Dynamo: AOTAutograd compiles the backward lazily, inside
+    `loss.backward()`."""
+    dump = GraphDump(symbol)
     try:
+        graph = aten.import_graph(aot_gm, symbol)
         source = generate(graph, dump)
         origin = dump.path("triton") or f"{graph.symbol}.triton"
         program = runtime.load(source, graph.symbol, str(origin), interpret=_interpret(graph))
     except Exception as exc:
-        return eager(graph, exc, dump)
-    return boxed(FirstCallCheck(program.call, graph, dump))
+        return eager(aot_gm, symbol, exc, dump)
+    return boxed(FirstCallCheck(program.call, aot_gm, symbol, dump))
 
 
 def generate(graph: Operation, dump: GraphDump) -> str:
@@ -99,11 +104,10 @@ def generate(graph: Operation, dump: GraphDump) -> str:
     return source
 
 
-def eager(graph: Operation, exc: BaseException, dump: GraphDump) -> Callable:
-    """The graph rebuilt as an ATen GraphModule, boxed, after warning once why."""
-    runner = boxed(make_boxed_func(aten.export_graph(graph).forward))
-    fall_back(graph.symbol, exc, dump.reproducer())
-    return runner
+def eager(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, dump: GraphDump):
+    """AOTAutograd's own ATen graph, boxed, after warning once why."""
+    fall_back(symbol, exc, dump.reproducer())
+    return boxed(make_boxed_func(aot_gm.forward))
 
 
 def _interpret(graph: Operation) -> bool | None:
@@ -117,8 +121,10 @@ class FirstCallCheck:
     graph falls back to eager for good. The first call gets a copy of the argument list, so that
     generated code that frees its inputs cannot take them from the eager rerun."""
 
-    def __init__(self, call: Callable[[list], object], graph: Operation, dump: GraphDump):
-        self.call, self.graph, self.dump = call, graph, dump
+    def __init__(
+        self, call: Callable[[list], object], aot_gm: torch.fx.GraphModule, symbol: str, dump
+    ):
+        self.call, self.aot_gm, self.symbol, self.dump = call, aot_gm, symbol, dump
         self.checked = False
 
     def __call__(self, args: list) -> object:
@@ -127,7 +133,7 @@ class FirstCallCheck:
         try:
             out = self.call(list(args))
         except Exception as exc:
-            self.call = eager(self.graph, exc, self.dump)
+            self.call = eager(self.aot_gm, self.symbol, exc, self.dump)
             out = self.call(args)
         self.checked = True
         return out

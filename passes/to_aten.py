@@ -50,20 +50,23 @@ def aten_graphs(
     gm: torch.fx.GraphModule,
     inputs: list,
     name: str,
-    compile_graph: Callable[[Operation], Callable] | None = None,
+    compile_graph: Callable[[torch.fx.GraphModule, str], Callable] | None = None,
 ) -> tuple[Callable, list[Operation]]:
     """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
-    graphs land in: the forward now, the backward once AOTAutograd compiles it. `compile_graph`
-    turns each aten graph into what runs it; by default the ATen GraphModule itself."""
+    graphs land in, as `aten.graph` ops: the forward now, the backward once AOTAutograd compiles
+    it. `compile_graph(aot_gm, symbol)` replaces that default: it gets each ATen GraphModule
+    itself, so that it can fall back to running it."""
     from torch._functorch.aot_autograd import aot_module_simplified
 
     graphs: list[Operation] = []
 
+    def keep(aot_gm: torch.fx.GraphModule, symbol: str) -> Callable:
+        graphs.append(aten.import_graph(aot_gm, symbol))
+        return aot_gm.forward
+
     def compiler(kind: str):
         def compile_fn(aot_gm: torch.fx.GraphModule, _inputs):
-            op = aten.import_graph(aot_gm, f"{name}_{kind}")
-            graphs.append(op)
-            return compile_graph(op) if compile_graph else aot_gm.forward
+            return (compile_graph or keep)(aot_gm, f"{name}_{kind}")
 
         return compile_fn
 
