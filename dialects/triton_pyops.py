@@ -66,8 +66,9 @@ ELEMENTWISE: dict[str, str] = {
 REDUCE: dict[str, str] = {
     "sum": "tl.sum({v}, {axis}, keep_dims=True).to({dt})",
     "prod": "triton_helpers.prod({v}, {axis}).to({dt})",
-    "max": "tl.max({v}, {axis}, keep_dims=True)",
-    "min": "tl.min({v}, {axis}, keep_dims=True)",
+    # NaN wins, as in torch (tl.max/tl.min drop it): Inductor's max2/min2 reduce the same way
+    "max": "tl.reduce({v}, {axis}, triton_helpers.maximum, keep_dims=True)",
+    "min": "tl.reduce({v}, {axis}, triton_helpers.minimum, keep_dims=True)",
     "any": "tl.max({v}.to(tl.int8), {axis}, keep_dims=True) != 0",
     "all": "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0",
 }

@@ -35,14 +35,31 @@ _EXTRA_DECOMPOSITIONS = [
     A.linalg_vector_norm,
     A.logit,
 ]
+#: batch norm in every variant to functional ATen (as Inductor's table does): AOTAutograd
+#: refuses the in-place `_native_batch_norm_legit` a conv net in eval mode traces to
+_BATCH_NORM = (
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional",
+    "_batch_norm_with_update",
+    "_batch_norm_with_update_functional",
+    "_batch_norm_no_update",
+    "native_batch_norm",
+)
+#: core ATen entries that change what an op returns, so torch's table is used without them as
+#: Inductor does: the rule for `_scaled_dot_product_flash_attention_for_cpu` serves export and
+#: returns the attention weights where the op returns the logsumexp
+_EXCLUDED = (A._scaled_dot_product_flash_attention_for_cpu.default,)
 
 
 @lru_cache(maxsize=1)
 def decompositions() -> dict:
-    from torch._decomp import core_aten_decompositions, get_decompositions
+    """torch's core ATen table, plus the extra rules above, less the excluded ones."""
+    from torch._decomp import core_aten_decompositions, get_decompositions, remove_decompositions
 
+    extra = [*_EXTRA_DECOMPOSITIONS, *(getattr(A, n) for n in _BATCH_NORM if hasattr(A, n))]
     table = dict(core_aten_decompositions())
-    table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
+    table.update(get_decompositions(extra))
+    remove_decompositions(table, list(_EXCLUDED))
     return table
 
 

@@ -314,6 +314,8 @@ class KernelBuilder:
                 attrs["other"] = op.attrs["other"]
         if self.eviction is not None:
             attrs["eviction_policy"] = self.eviction
+        if not shape_of(offset):  # one element (a 0-d input): loaded as a block, as Inductor does
+            offset = self.block_offset(scope, index, offset, (1,) * self.layout.groups[0].rank)
         shape = broadcast_shapes(
             [shape_of(offset)] + ([shape_of(mask)] if mask is not None else [])
         )
@@ -329,12 +331,16 @@ class KernelBuilder:
             v = self.emit(scope, "cast", [v], ptr_dtype(ptr.type), shape_of(v))
         offset = self.index(scope, index)
         if shape_of(v) and not shape_of(offset):  # one location written from a block (xnumel 1)
-            expr = sympy.sympify(index).subs(self.subs)
-            kind, arg = ("full", as_int_like(expr)) if expr.is_Integer else ("broadcast_to", offset)
-            offset = self.emit(scope, kind, [arg], dtype_of(offset), shape_of(v))
+            offset = self.block_offset(scope, index, offset, shape_of(v))
         mask = self.mask(scope, self.groups_of(offset))
         op = Operation("triton.store", [ptr, offset, v], {"mask": mask} if mask is not None else {})
         scope.block.append(op)
+
+    def block_offset(self, scope: Scope, index, offset: Value, shape: tuple) -> Value:
+        """A scalar offset as a block of `shape` (the interpreter cannot mix 0-d and blocks)."""
+        expr = sympy.sympify(index).subs(self.subs)
+        kind, arg = ("full", as_int_like(expr)) if expr.is_Integer else ("broadcast_to", offset)
+        return self.emit(scope, kind, [arg], dtype_of(offset), shape)
 
     def on_constant(self, scope: Scope, op: Operation) -> None:
         shape = (1,) * self.layout.groups[0].rank

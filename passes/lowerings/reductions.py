@@ -57,8 +57,10 @@ def reduce(
         value = b.load(x, index)
         return fn(b, value, idx) if fn else value
 
-    if not dims:
-        return ctx.pointwise(dtype, shape, body)
+    if math.prod(ranges) == 1:  # one element per row (a 0-d input, size-1 dims): pointwise
+        if reduction_type in ("argmax", "argmin"):
+            return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(0, dtype))
+        return ctx.pointwise(dtype, shape, lambda b, idx: body(b, idx, (0,) * len(dims)))
     return ctx.reduction(dtype, shape, ranges, reduction_type, body)
 
 
