@@ -20,9 +20,10 @@ from typing import Any
 import torch
 import torch.fx
 from mind.ir.core import Block, Operation, Region, Value
-from mind.ir.diagnostics import MindError
+from mind.ir.diagnostics import MindError, located
 from mind.ir.registry import Dialect, OpDef, VerifyError, lookup_op, register_dialect, terminated_by
 from mind.ir.types import TensorType, contiguous_strides
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
 
@@ -85,13 +86,13 @@ def _meta_tensor(value: Value) -> torch.Tensor | None:
 
 def _check_result_types(op: Operation) -> None:
     """Run the op on meta tensors and compare dtype and sizes with the declared result types."""
-    metas = {v: _meta_tensor(v) for v in op.operands}
-    if any(m is None for m in metas.values()):
-        return
     try:
+        metas = {v: _meta_tensor(v) for v in op.operands}
+        if any(m is None for m in metas.values()):
+            return
         out = overload(op.name)(*from_attr(op.args, metas), **from_attr(op.attrs, metas))
-    except Exception:  # no meta kernel, data-dependent output: nothing to compare against
-        return
+    except Exception:  # no meta kernel, data-dependent output, sizes torch cannot allocate even
+        return  # on meta: nothing to compare against
     outs = out if isinstance(out, tuple | list) else (out,)
     for result, computed in zip(op.results, outs):
         declared = result.type
@@ -137,9 +138,11 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
             block.append(Operation("aten.output", list(to_attr(tuple(node.args[0]), values))))
         elif node.op == "get_attr":
             data = getattr(gm, node.target)
+            with unset_fake_temporarily():  # AOTAutograd calls its compiler under fake mode
+                elements = data.flatten().tolist()
             op = Operation(
                 "aten.constant",
-                attrs={"data": data.flatten().tolist()},
+                attrs={"data": elements},
                 result_types=[type_of(data)],
                 result_names=[node.name],
                 symbol=node.target,
@@ -194,22 +197,26 @@ def export_graph(graph_op: Operation) -> torch.fx.GraphModule:
     root = torch.nn.Module()
     nodes: dict[Value, torch.fx.Node] = {a: graph.placeholder(a.name) for a in graph_op.body.args}
     for op in graph_op.body.ops:
-        if op.name == "aten.output":
-            graph.output(tuple(from_attr(op.args, nodes)))
-        elif op.name == "aten.constant":
-            root.register_buffer(op.symbol, _constant(op))
-            nodes[op.result] = graph.get_attr(op.symbol)
-        else:
-            target = resolve(op.symbol) if op.name == "aten.call" else overload(op.name)
-            if target is None:
-                raise MindError(f"'{op.name}' cannot be executed", op.loc)
-            node = graph.call_function(
-                target, tuple(from_attr(op.args, nodes)), from_attr(op.attrs, nodes)
-            )
-            if op.results:
-                node.name = op.results[0].name + ("_tuple" if len(op.results) > 1 else "")
-                _bind_results(graph, op, node, nodes)
+        with located(op.loc):
+            _export_op(op, graph, root, nodes)
     return torch.fx.GraphModule(root, graph)
+
+
+def _export_op(op: Operation, graph: torch.fx.Graph, root: torch.nn.Module, nodes: dict) -> None:
+    if op.name == "aten.output":
+        graph.output(tuple(from_attr(op.args, nodes)))
+        return
+    if op.name == "aten.constant":
+        root.register_buffer(op.symbol, _constant(op))
+        nodes[op.result] = graph.get_attr(op.symbol)
+        return
+    target = resolve(op.symbol) if op.name == "aten.call" else overload(op.name)
+    if target is None or not callable(target):
+        raise MindError(f"'{op.name}' cannot be executed", op.loc)
+    node = graph.call_function(target, tuple(from_attr(op.args, nodes)), from_attr(op.attrs, nodes))
+    if op.results:
+        node.name = op.results[0].name + ("_tuple" if len(op.results) > 1 else "")
+        _bind_results(graph, op, node, nodes)
 
 
 def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nodes: dict) -> None:

@@ -12,10 +12,12 @@ Keyword arguments of a call are the op's attributes.
 
 from __future__ import annotations
 
+import keyword
+
 import torch
 import torch.fx
 from mind.ir.core import Block, Operation, Region, Value
-from mind.ir.diagnostics import MindError
+from mind.ir.diagnostics import MindError, located
 from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
 
 from .pyobjects import ALLOWED_ROOTS, from_attr, qualified_name, resolve, to_attr, type_of
@@ -89,28 +91,36 @@ def export_graph(
     graph = torch.fx.Graph()
     nodes: dict[Value, torch.fx.Node] = {}
     for op in graph_op.body.ops:
-        kind = op.name.split(".", 1)[1]
-        if kind == "output":
-            graph.output(from_attr(op.args[0], nodes))
-            continue
-        if kind in ("get_attr", "call_module") and op.symbol not in attributes:
-            raise MindError(
-                f"'{op.name} @{op.symbol}' needs the object it names; pass it in `attributes`",
-                op.loc,
-            )
-        target = resolve(op.symbol) if kind == "call_function" else op.symbol
-        node = graph.create_node(
-            kind,
-            target,
-            tuple(from_attr(op.args, nodes)),
-            from_attr(op.attrs, nodes),
-            op.result.name,
-        )
-        nodes[op.result] = node
+        with located(op.loc):
+            _export_op(op, graph, nodes, attributes)
     root = torch.nn.Module()
     for name, obj in attributes.items():
         setattr(root, name, obj)
     return torch.fx.GraphModule(root, graph)
+
+
+def _export_op(op: Operation, graph: torch.fx.Graph, nodes: dict, attributes: dict) -> None:
+    kind = op.name.split(".", 1)[1]
+    if kind == "output":
+        graph.output(from_attr(op.args[0], nodes))
+        return
+    if kind in ("get_attr", "call_module") and op.symbol not in attributes:
+        raise MindError(
+            f"'{op.name} @{op.symbol}' needs the object it names; pass it in `attributes`", op.loc
+        )
+    if kind in ("placeholder", "call_method") and not _is_identifier(op.symbol):
+        raise MindError(f"'{op.name} @{op.symbol}' needs a Python identifier", op.loc)
+    target = resolve(op.symbol) if kind == "call_function" else op.symbol
+    if kind == "call_function" and not callable(target):
+        raise MindError(f"'@{op.symbol}' is not callable", op.loc)
+    node = graph.create_node(
+        kind, target, tuple(from_attr(op.args, nodes)), from_attr(op.attrs, nodes), op.result.name
+    )
+    nodes[op.result] = node
+
+
+def _is_identifier(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
 
 
 def example_inputs(graph_op: Operation) -> list:

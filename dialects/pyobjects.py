@@ -49,7 +49,12 @@ def resolve(path: str) -> Any:
     obj: Any = ALLOWED_ROOTS[root]
     for i, part in enumerate(rest):
         if not hasattr(obj, part) and i == 0 and root == "torch":
-            obj = importlib.import_module(f"torch.{part}")
+            try:
+                obj = importlib.import_module(f"torch.{part}")
+            except ImportError:
+                raise MindError(
+                    f"'@{path}' does not name an object ('{part}' is missing)"
+                ) from None
             continue
         if not hasattr(obj, part):
             raise MindError(f"'@{path}' does not name an object ('{part}' is missing)")

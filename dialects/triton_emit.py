@@ -69,8 +69,16 @@ def emit(module: Module) -> str:
         emitter = _TOP_LEVEL.get(op.name)
         if emitter is None:
             raise MindError(f"cannot emit '{op.name}' as Python (expected triton IR)", op.loc)
+        _check_function_name(op)
         parts.append(emitter(op, Names(taken), module))
     return "\n\n".join(parts)
+
+
+def _check_function_name(op: Operation) -> None:
+    """A kernel or wrapper becomes a Python function of its symbol's name."""
+    name = op.symbol or ""
+    if not name.isidentifier() or keyword.iskeyword(name) or name in _RESERVED:
+        raise MindError(f"'@{name}' cannot name a Python function", op.loc)
 
 
 # -- kernels ---------------------------------------------------------------------------------

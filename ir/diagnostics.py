@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -55,3 +57,14 @@ class MindError(Exception):
 
     def render(self) -> str:
         return self.diagnostic.render()
+
+
+@contextmanager
+def located(loc: Location | None) -> Iterator[None]:
+    """Errors raised inside without a location get `loc` (the op being processed)."""
+    try:
+        yield
+    except MindError as exc:
+        if exc.loc is not None or loc is None:
+            raise
+        raise MindError(str(exc), loc) from None

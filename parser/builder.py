@@ -147,10 +147,20 @@ class Builder:
 
     def symbol(self, tree: Tree) -> str:
         token = tree.children[0]
-        return json.loads(token[1:]) if token.type == "SYMSTR" else str(token[1:])
+        return self.string(token, token[1:]) if token.type == "SYMSTR" else str(token[1:])
 
     def key(self, token: Token) -> str:
-        return json.loads(token) if token.type == "STRING" else str(token)
+        return self.string(token) if token.type == "STRING" else str(token)
+
+    def string(self, token: Token, text: str | None = None) -> str:
+        """A JSON string literal (the grammar admits exactly JSON's escapes) that UTF-8 can
+        encode: a lone surrogate (`"\\ud800"`) could be read but never written back."""
+        value = json.loads(token if text is None else text)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise self.error("string holds a lone surrogate (not valid UTF-8)", token) from None
+        return value
 
     # -- attributes ----------------------------------------------------------------------
     def attr(self, item: Tree | Token) -> Any:
@@ -163,6 +173,16 @@ class Builder:
         return handler(self, item)
 
     def expr(self, item: Tree | Token) -> sympy.Expr:
+        """An index expression; division by zero or a non-finite result is an error here."""
+        try:
+            value = self._expr(item)
+        except ZeroDivisionError:
+            raise self.error("division by zero in index expression", item) from None
+        if value.has(sympy.zoo, sympy.oo, -sympy.oo, sympy.nan):
+            raise self.error(f"index expression '{value}' is not finite", item)
+        return value
+
+    def _expr(self, item: Tree | Token) -> sympy.Expr:
         kind = item.data
         kids = item.children
         if kind == "int":
@@ -173,10 +193,10 @@ class Builder:
             fn = EXPR_FUNCTIONS.get(str(kids[0]))
             if fn is None:
                 raise self.error(f"unknown function '{kids[0]}' in index expression", kids[0])
-            return fn(*(self.expr(k) for k in kids[1:]))
+            return fn(*(self._expr(k) for k in kids[1:]))
         if kind not in _EXPR_RULES:
             raise self.error("expected an index expression", item)
-        return _EXPR_RULES[kind](*(self.expr(k) for k in kids))
+        return _EXPR_RULES[kind](*(self._expr(k) for k in kids))
 
     # -- types ---------------------------------------------------------------------------
     def dtype(self, token: Token) -> torch.dtype:
@@ -204,11 +224,21 @@ class Builder:
                 if len(strides) != len(shape):
                     raise self.error(f"{len(shape)} sizes but {len(strides)} strides", extra)
             elif extra is not None:
-                device = torch.device(str(extra))
+                device = self.device(extra)
         return TensorType(self.dtype(kids[0]), shape, strides, device)
 
+    def device(self, token: Token) -> torch.device:
+        try:
+            return torch.device(str(token))
+        except (RuntimeError, ValueError) as exc:
+            raise self.error(f"invalid device '{token}': {exc}", token) from None
+
     def dims(self, tree: Tree) -> tuple:
-        return tuple(as_int_like(self.expr(k)) for k in tree.children if k is not None)
+        dims = tuple(as_int_like(self.expr(k)) for k in tree.children if k is not None)
+        for d, k in zip(dims, (k for k in tree.children if k is not None)):
+            if isinstance(d, int) and not -(2**63) <= d < 2**63:
+                raise self.error(f"size or stride {d} does not fit in 64 bits", k)
+        return dims
 
 
 def _children(tree: Tree | None) -> list:
@@ -239,13 +269,13 @@ _ATTR_RULES = {
     "true": lambda b, t: True,
     "false": lambda b, t: False,
     "none": lambda b, t: None,
-    "string": lambda b, t: json.loads(t.children[0]),
+    "string": lambda b, t: b.string(t.children[0]),
     "value": lambda b, t: b.use(t.children[0]),
     "pyref": lambda b, t: PyRef(str(t.children[0])[1:]),
     "pycall": lambda b, t: PyCall(
         str(t.children[0])[1:], tuple(b.attr(k) for k in t.children[1:] if k is not None)
     ),
-    "device": lambda b, t: torch.device(str(t.children[0])),
+    "device": lambda b, t: b.device(t.children[0]),
     "type_attr": lambda b, t: b.type(t.children[0]),
     "list": lambda b, t: [b.attr(k) for k in t.children if k is not None],
     "dict": lambda b, t: {

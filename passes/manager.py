@@ -139,16 +139,19 @@ class PassManager:
     out: TextIO = field(default_factory=lambda: sys.stderr)
     timings: list[tuple[str, float]] = field(default_factory=list)
     on_pass: Callable[[Pass, Module], None] | None = None
+    current: Pass | None = None  # the pass running (or verifying) now, for internal errors
 
     def run(self, module: Module) -> Module:
         for p in self.passes:
             if self.print_before_all:
                 self.out.write(f"// *** IR Dump Before {p} ***\n{module}\n")
             start = time.perf_counter()
+            self.current = p
             module = p.run(module)
             self.timings.append((str(p), time.perf_counter() - start))
             if self.verify_each:
                 verify(module)
+            self.current = None
             if self.print_after_all:
                 self.out.write(f"// *** IR Dump After {p} ***\n{module}\n")
             if self.on_pass:

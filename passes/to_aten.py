@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -139,6 +142,35 @@ class ToAten(Pass):
         for graph_op in module.ops:
             gm = fx.export_graph(graph_op)
             mode = FakeTensorMode(allow_non_fake_inputs=True)
-            with torch.no_grad():
-                out += aten_graphs(gm, fake_inputs(graph_op, mode), graph_op.symbol)[1]
+            inputs = fake_inputs(graph_op, mode)
+            try:
+                with torch.no_grad(), _quiet(logging.getLogger("torch._subclasses.fake_tensor")):
+                    out += aten_graphs(gm, inputs, graph_op.symbol)[1]
+            except MindError:
+                raise
+            except Exception as exc:  # torch rejects the program: an error in the input
+                raise torch_error(exc, graph_op) from exc
         return Module(out)
+
+
+@contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """Mute a torch logger that prints, traceback and all, the error reported here instead."""
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def torch_error(exc: Exception, graph_op: Operation) -> MindError:
+    """What torch said while tracing, at the op it names ("While executing %mm"), or the graph."""
+    text = str(exc)
+    node = re.search(r"While executing %(\w+)", text)
+    loc = next(
+        (op.loc for op in graph_op.body.ops if node and op.results and op.result.name == node[1]),
+        graph_op.loc,
+    )
+    message = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return MindError(f"torch rejects this graph: {type(exc).__name__}: {message}", loc)

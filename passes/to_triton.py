@@ -13,6 +13,7 @@ the emitted wrapper evaluates, and inputs with symbolic sizes are not asserted.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
@@ -29,8 +30,14 @@ _KIND_PREFIX = {"pointwise": "poi", "persistent_reduction": "per", "reduction": 
 _DEP_ATTRS = ("origins", "writes", "met", "unmet")
 
 
+def identifier(text: str) -> str:
+    """`text` with what a Python name cannot hold replaced (origins and graph symbols are any
+    string in IR text; kernels and wrappers are Python functions named after them)."""
+    return re.sub(r"[^0-9A-Za-z_]", "_", text)
+
+
 def kernel_name(kind: str, origins: list[str], index: int) -> str:
-    fused = "_".join(sorted(set(origins)))
+    fused = identifier("_".join(sorted(set(origins))))
     return (
         f"triton_{_KIND_PREFIX[kind]}_fused_{fused}_{index}"
         if fused
@@ -90,7 +97,7 @@ class ToTriton(Pass):
         wrappers = []
         single = len(module.ops) == 1
         for graph in module.ops:
-            name = "call" if single else f"call_{graph.symbol}"
+            name = "call" if single else f"call_{identifier(graph.symbol)}"
             wrappers.append(_WrapperBuilder(self, graph, kernels).build(name))
         return Module([*kernels, *wrappers])
 

@@ -1,6 +1,7 @@
 """mind-opt: parse, run passes, print. Like mlir-opt, a thin driver over the pass registry.
 
-Exit codes: 0 success, 1 an error in the input (parse, verify, pass), 2 bad command-line usage.
+Exit codes: 0 success, 1 an error in the input (parse, verify, pass) or an internal error (a bug
+in mind, reported as one diagnostic naming the pass), 2 bad command-line usage.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mind.passes.manager import (
 )
 
 from .diagnostics_check import check_expected_diagnostics
+from .internal import Progress, internal_error
 from .split import split_input
 from .textio import read_input, write_output
 
@@ -62,8 +64,13 @@ def list_passes() -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_chunk(text: str, filename: str, line_offset: int, args, passes) -> str:
+def run_chunk(
+    text: str, filename: str, line_offset: int, args, passes, progress: Progress | None = None
+) -> str:
+    progress = progress or Progress()
+    progress.step = "parsing"
     module = parse(text, filename, line_offset)
+    progress.step = "printing"
     if not passes:
         return print_module(module, args.generic)
     pipeline = resolve_pipeline(passes, stage_of(module))
@@ -82,7 +89,10 @@ def run_chunk(text: str, filename: str, line_offset: int, args, passes) -> str:
         print_before_all=args.print_ir_before_all,
         time_passes=args.time_passes,
     )
-    return print_module(manager.run(module), args.generic)
+    progress.manager = manager
+    module = manager.run(module)
+    progress.manager, progress.step = None, "printing"
+    return print_module(module, args.generic)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,22 +114,33 @@ def main(argv: list[str] | None = None) -> int:
     chunks = split_input(text) if args.split_input_file else [(text, 0)]
     outputs, failed = [], False
     for chunk, offset in chunks:
-        if args.verify_diagnostics:
-            ok, report = check_expected_diagnostics(
-                chunk, filename, offset, lambda c, o: run_chunk(c, filename, o, args, passes)
-            )
-            failed |= not ok
-            if report:
-                sys.stderr.write(report)
-            continue
+        progress = Progress()
         try:
-            outputs.append(run_chunk(chunk, filename, offset, args, passes))
+            if args.verify_diagnostics:
+                ok, report = check_expected_diagnostics(
+                    chunk,
+                    filename,
+                    offset,
+                    lambda c, o, p=progress: run_chunk(c, filename, o, args, passes, p),
+                )
+                failed |= not ok
+                sys.stderr.write(report)
+                continue
+            outputs.append(run_chunk(chunk, filename, offset, args, passes, progress))
         except MindError as exc:
             sys.stderr.write(exc.render() + "\n")
             failed = True
+        except Exception as exc:  # a bug in mind: one diagnostic, not a traceback
+            sys.stderr.write(internal_error("mind-opt", exc, progress.where(), filename) + "\n")
+            failed = True
     if failed:
         return 1
-    write_output("// -----\n".join(outputs), args.output)
+    progress = Progress("writing the output")
+    try:
+        write_output("// -----\n".join(outputs), args.output)
+    except Exception as exc:
+        sys.stderr.write(internal_error("mind-opt", exc, progress.where(), filename) + "\n")
+        return 1
     return 0
 
 

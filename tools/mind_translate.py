@@ -1,7 +1,8 @@
 """mind-translate: triton IR -> Python source (kernels and `call`). Input of an earlier stage is
 first brought to triton IR by the pass manager (`mind-translate seed.scheduled` runs to-triton).
 
-Exit codes: 0 success, 1 an error in the input, 2 bad command-line usage.
+Exit codes: 0 success, 1 an error in the input or an internal error (a bug in mind, reported as
+one diagnostic naming the pass), 2 bad command-line usage.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import sys
 from mind.dialects.triton_emit import emit
 from mind.ir.diagnostics import MindError
 from mind.parser import parse
-from mind.passes.manager import parse_pipeline, run_pipeline, stage_of
+from mind.passes.manager import PassManager, parse_pipeline, resolve_pipeline, stage_of
 
+from .internal import Progress, internal_error
 from .textio import read_input, write_output
 
 
@@ -30,11 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def translate(text: str, filename: str, pipeline: str = "to-triton") -> str:
+def translate(
+    text: str, filename: str, pipeline: str = "to-triton", progress: Progress | None = None
+) -> str:
+    progress = progress or Progress()
+    progress.step = "parsing"
     module = parse(text, filename)
     if stage_of(module) != "triton":
-        module = run_pipeline(module, parse_pipeline(pipeline))
-    return emit(module)
+        passes = resolve_pipeline(parse_pipeline(pipeline), stage_of(module))
+        progress.manager = PassManager(passes)
+        module = progress.manager.run(module)
+        progress.manager = None
+    progress.step = "emitting Python"
+    source = emit(module)
+    progress.step = "checking the emitted Python"
+    compile(source, filename, "exec")  # emitted code that does not compile is a bug in mind
+    return source
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,12 +57,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         sys.stderr.write(f"mind-translate: cannot read '{args.input}': {exc.strerror}\n")
         return 2
+    progress = Progress()
     try:
-        source = translate(text, filename, args.pipeline)
+        source = translate(text, filename, args.pipeline, progress)
+        progress.step = "writing the output"
+        write_output(source, args.output)
     except MindError as exc:
         sys.stderr.write(exc.render() + "\n")
         return 1
-    write_output(source, args.output)
+    except Exception as exc:  # a bug in mind: one diagnostic, not a traceback
+        sys.stderr.write(internal_error("mind-translate", exc, progress.where(), filename) + "\n")
+        return 1
     return 0
 
 
