@@ -120,9 +120,22 @@ _TORCH_NAMES = {
     "lshift": "bitwise_left_shift",
     "rshift": "bitwise_right_shift",
 }
+
+
 #: scalar op name -> the torch function computing it elementwise
+def _check_index(index: torch.Tensor, bound: Any) -> torch.Tensor:
+    if bool(((index < 0) | (index >= bound)).any()):
+        raise IndexError(f"index out of bounds: 0 <= index < {int(bound)}")
+    return index
+
+
 SCALAR_FUNCTIONS: dict[str, Callable] = {
-    name: getattr(torch, _TORCH_NAMES.get(name, name)) for name in SCALAR_OPS
+    **{
+        name: getattr(torch, _TORCH_NAMES.get(name, name))
+        for name in SCALAR_OPS
+        if name != "check_index"
+    },
+    "check_index": _check_index,
 }
 
 

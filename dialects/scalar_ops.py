@@ -38,6 +38,8 @@ SCALAR_OPS: dict[str, ScalarOp] = {
     **{n: ScalarOp(n, 2) for n in BINARY},
     **{n: ScalarOp(n, 2, "bool") for n in BINARY_PREDICATES},
     "where": ScalarOp("where", 3),
+    # `a`, asserting 0 <= a < b (an index read from a tensor; Inductor's indirect-index assert)
+    "check_index": ScalarOp("check_index", 2),
 }
 
 #: reduction kinds a reduction node (or a scheduled.reduction) may perform

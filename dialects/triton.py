@@ -274,3 +274,10 @@ T.op("reinterpret", args=("buffer",), attrs=("offset",), verify=verify_reinterpr
      summary="torch.as_strided(buffer, sizes, strides, its offset + offset): an alias")  # fmt: skip
 T.op("constant_tensor", symbol=True, attrs=("data",), summary="a constant buffer")
 T.op("output", variadic=True, results=0, summary="the values call() returns")
+T.op(
+    "device_assert",
+    args=("cond",),
+    attrs=("msg",),
+    results=0,
+    summary="tl.device_assert(cond, msg, mask): checked where the kernel runs with debug",
+)

@@ -153,6 +153,10 @@ def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
             lines.append(
                 f"{pad}tl.store({ptr} + ({offset}), {value}{', ' + n(mask) if mask else ''})"
             )
+        elif op.name == "triton.device_assert":
+            cond, mask = n(op.args[0]), op.attrs.get("mask")
+            msg = repr(op.attrs["msg"])
+            lines.append(f"{pad}tl.device_assert({cond}, {msg}{', ' + n(mask) if mask else ''})")
         elif op.name == "triton.for":
             lines += _for_lines(op, n, depth)
         elif op.name == "triton.yield":
@@ -186,7 +190,9 @@ def _for_lines(op: Operation, n: Names, depth: int) -> list[str]:
 def emit_kernel(op: Operation, n: Names, module: Module) -> str:
     params = [n(a) for a in op.body.args]
     params += [f"{name}: tl.constexpr" for name in op.attrs["constexprs"]]
-    head = f"@triton.jit\ndef {op.symbol}({', '.join(params)}):"
+    asserts = any(o.name == "triton.device_assert" for o in op.walk())
+    decorator = "@triton.jit(debug=True)" if asserts else "@triton.jit"  # asserts need debug
+    head = f"{decorator}\ndef {op.symbol}({', '.join(params)}):"
     body = _kernel_lines(op.body.ops, n, 1) or ["    pass"]
     return "\n".join([head, *body]) + "\n"
 

@@ -24,6 +24,10 @@ DTYPES: dict[str, torch.dtype] = {
     "c128": torch.complex128,
     "f8e4m3fn": torch.float8_e4m3fn,
     "f8e5m2": torch.float8_e5m2,
+    "c32": torch.complex32,
+    "u16": torch.uint16,
+    "u32": torch.uint32,
+    "u64": torch.uint64,
 }
 DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
 

@@ -10,6 +10,7 @@ values replaced by loops values), and builds nodes whose bodies a `BodyBuilder` 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -204,6 +205,15 @@ def _exotic(op: Operation) -> bool:
     )
 
 
+def _takes(fn: Callable, args: list, kwargs: dict) -> bool:
+    """Whether `fn(ctx, *args, **kwargs)` binds (a lowering's signature is its contract)."""
+    try:
+        inspect.signature(fn).bind(None, *args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
 def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     """Lower one aten op, falling back to an ATen call when no lowering covers it."""
     if op.results and all(isinstance(r.type, SymType) for r in op.results):
@@ -214,6 +224,8 @@ def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     ctx.base = op.results[0].name if op.results else ctx.origin
     key = op.symbol if op.name == "aten.call" else op.name
     fn = None if _exotic(op) else lowering_for(key)
+    if fn is not None and not _takes(fn, args, kwargs):  # an overload the lowering does not
+        fn = None  # cover (`round.decimals` under the packet's lowering): an ATen call
     mark = len(ctx.block.ops)
     produced = None
     if fn is not None:

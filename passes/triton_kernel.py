@@ -37,6 +37,8 @@ from .triton_online_softmax import fuse_online_softmax, online_combine, online_s
 from .triton_phases import Phases
 
 _ARG_REDUCTIONS = ("argmax", "argmin")
+#: body ops that divide integers: eager raises on a zero divisor (on CPU)
+_INTEGER_DIVISIONS = ("floordiv", "remainder", "mod", "fmod")
 #: the elementwise op that folds one more value into a looped accumulator
 _COMBINE = {
     "sum": "add",
@@ -294,7 +296,18 @@ class KernelBuilder:
             handler(scope, op)
             return
         args = [scope.values[a] for a in op.args]
+        if kind in _INTEGER_DIVISIONS and not dtype_of(args[1]).is_floating_point:
+            self.check_divisor(scope, args[1])
         scope.values[op.result] = self.emit_op(scope, kind, args, op.result.type.dtype)
+
+    def check_divisor(self, scope: Scope, divisor: Value) -> None:
+        """Integer division by zero raises in eager on CPU (CUDA returns a number, and so does
+        a CUDA kernel): on CPU, where Inductor's kernels throw too, the kernel asserts."""
+        device = self.node.attrs.get("device")
+        if getattr(device, "type", device) == "cpu":
+            zero = self.full(scope, 0, dtype_of(divisor), (1,) * self.layout.groups[0].rank)
+            nonzero = self.emit_op(scope, "ne", [divisor, zero], torch.bool)
+            self.device_assert(scope, nonzero, "ZeroDivisionError")
 
     def on_load(self, scope: Scope, op: Operation) -> None:
         src, index = op.args
@@ -335,6 +348,23 @@ class KernelBuilder:
         mask = self.mask(scope, self.groups_of(offset))
         op = Operation("triton.store", [ptr, offset, v], {"mask": mask} if mask is not None else {})
         scope.block.append(op)
+
+    def on_check_index(self, scope: Scope, op: Operation) -> None:
+        """`0 <= index < bound` as a device assert over the lanes in range, as Inductor emits."""
+        index, bound = (scope.values[a] for a in op.args)
+        zero = self.full(scope, 0, dtype_of(index), (1,) * self.layout.groups[0].rank)
+        above = self.emit_op(scope, "ge", [index, zero], torch.bool)
+        below = self.emit_op(scope, "lt", [index, bound], torch.bool)
+        ok = self.emit_op(scope, "logical_and", [above, below], torch.bool)
+        self.device_assert(scope, ok, "index out of bounds")
+        scope.values[op.result] = index
+
+    def device_assert(self, scope: Scope, ok: Value, message: str) -> None:
+        """Assert `ok` on the lanes in range (the masks of this scope)."""
+        lanes = [g for g in self.layout.groups if f"{g.prefix}mask" in scope.indices]
+        mask = self.mask(scope, lanes)
+        attrs = {"msg": message, **({"mask": mask} if mask is not None else {})}
+        scope.block.append(Operation("triton.device_assert", [ok], attrs))
 
     def block_offset(self, scope: Scope, index, offset: Value, shape: tuple) -> Value:
         """A scalar offset as a block of `shape` (the interpreter cannot mix 0-d and blocks)."""

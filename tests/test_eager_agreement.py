@@ -7,7 +7,10 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from programs import compile_strictly
+
+from mind import MindFallbackWarning
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -43,6 +46,20 @@ CASES = {
     "heaviside_0d": (torch.heaviside, lambda: (torch.tensor(0.0), torch.tensor(0.5))),
     "logaddexp_0d": (torch.logaddexp, lambda: (torch.tensor(0.3), torch.tensor(-1.2))),
     "isclose_0d": (torch.isclose, lambda: (torch.tensor(1.0), torch.tensor(1.0 + 1e-9))),
+    "index_select_0d": (
+        lambda x, i: torch.index_select(x, 0, i),
+        lambda: (torch.tensor(5.0), torch.tensor([0])),
+    ),
+    # reductions over no element give the identity (sum 0, prod 1, any false, all true)
+    "sum_over_empty_dim": (lambda x: x.sum(1), lambda: (torch.randn(4, 0),)),
+    "prod_any_all_over_empty_dim": (
+        lambda x: (x.prod(0), x.any(0), x.all(0)),
+        lambda: (torch.randn(0, 3),),
+    ),
+    "mean_over_empty_dim": (lambda x: x.mean(1), lambda: (torch.randn(4, 0),)),
+    "vecdot_empty": (torch.linalg.vecdot, lambda: (torch.randn(3, 0), torch.randn(3, 0))),
+    # an overload the packet's lowering does not take (`round.decimals`) is an ATen call
+    "round_decimals": (lambda x: torch.round(x, decimals=2), lambda: (torch.randn(6) * 10,)),
     # the CPU flash-attention op returns the logsumexp, not the attention weights
     "sdpa_flash_cpu": (
         lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v),
@@ -71,3 +88,50 @@ def test_conv_batch_norm_net(mode):
         torch.testing.assert_close(compile_strictly(net, x), ref(x))
     torch.testing.assert_close(net[1].running_mean, ref[1].running_mean)
     torch.testing.assert_close(net[1].running_var, ref[1].running_var)
+
+
+RAISES = {
+    # an index out of range: the kernel asserts (Inductor's indirect-index assert), and the
+    # first call's failure reruns eager, which raises its own IndexError
+    "embedding_out_of_range": (
+        lambda i, w: F.embedding(i, w),
+        lambda: (torch.tensor([0, 12]), torch.randn(10, 4)),
+        IndexError,
+    ),
+    "index_select_out_of_range": (
+        lambda x, i: x.index_select(0, i),
+        lambda: (torch.randn(5, 3), torch.tensor([1, 5])),
+        IndexError,
+    ),
+    # integer division by zero raises on CPU ("ZeroDivisionError"), as Inductor's CPU code does
+    "floordiv_by_zero": (
+        lambda a, b: a // b,
+        lambda: (torch.tensor([5, 6]), torch.tensor([0, 2])),
+        RuntimeError,
+    ),
+    "remainder_by_zero": (
+        lambda a, b: a % b,
+        lambda: (torch.tensor([5, 6]), torch.tensor([2, 0])),
+        RuntimeError,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", RAISES)
+def test_raises_where_eager_raises(name):
+    fn, make, error = RAISES[name]
+    inputs = make()
+    with pytest.raises(error):
+        fn(*inputs)
+    with pytest.raises(error), pytest.warns(MindFallbackWarning, match="KernelError"):
+        torch.compile(fn, backend="mind")(*inputs)
+
+
+def test_kernels_assert_only_what_eager_checks(tmp_path, monkeypatch):
+    """The gather kernel asserts its bounds and compiles with debug; a float division does not."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    fn = lambda i, w, x: (F.embedding(i, w), x / (x - x))  # noqa: E731
+    compile_strictly(fn, torch.tensor([1, 2]), torch.randn(10, 4), torch.randn(3))
+    (source,) = [p.read_text() for p in tmp_path.glob("*.py")]
+    assert source.count("tl.device_assert(") == 1 and "'index out of bounds'" in source
+    assert source.count("@triton.jit(debug=True)") == 1

@@ -13,12 +13,16 @@ aten = torch.ops.aten
 
 
 def index_value(b, t: Value, index, size, wrap: bool = True) -> Value:
-    """The i64 index read from `t`; negative positions count from the end (`size`)."""
+    """The i64 index read from `t`; negative positions count from the end (`size`). Out of
+    bounds, the kernel asserts (as Inductor's do) where eager raises an IndexError."""
     v = b.cast(b.load(t, index), torch.int64)
-    if not wrap:
-        return v
-    negative = b.lt(v, b.constant(0, torch.int64))
-    return b.where(negative, b.add(v, b.constant(size, torch.int64)), v)
+    if wrap:
+        negative = b.lt(v, b.constant(0, torch.int64))
+        bound = b.constant(size, torch.int64)
+        v = b.where(negative, b.add(v, bound), v)
+    else:
+        bound = b.constant(size, torch.int64)
+    return b.check_index(v, bound)
 
 
 @register_lowering(aten.embedding)
@@ -53,7 +57,9 @@ def index_select(ctx, x, dim, index):
     dim = norm_dim(dim, x.type.rank)
 
     def body(b, idx):
-        i = index_value(b, index, [idx[dim]], x.type.shape[dim])
+        if not x.type.rank:  # a 0-d input: its one element, whatever the (one) index says
+            return b.load(x, [])
+        i = index_value(b, index, [idx[dim]] if index.type.rank else [], x.type.shape[dim])
         return b.load(x, [*idx[:dim], i, *idx[dim + 1 :]])
 
     return ctx.pointwise(out.dtype, out.shape, body)

@@ -28,6 +28,9 @@ REDUCTION_OF = {
     "all": "all",
 }
 
+#: what a reduction over no element gives (max, min and the arg- kinds raise in eager)
+EMPTY = {"sum": 0, "prod": 1, "any": False, "all": True}
+
 
 def upcast(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
@@ -57,6 +60,8 @@ def reduce(
         value = b.load(x, index)
         return fn(b, value, idx) if fn else value
 
+    if math.prod(ranges) == 0 and reduction_type in EMPTY:  # no element: the identity
+        return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(EMPTY[reduction_type], dtype))
     if math.prod(ranges) == 1:  # one element per row (a 0-d input, size-1 dims): pointwise
         if reduction_type in ("argmax", "argmin"):
             return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(0, dtype))
