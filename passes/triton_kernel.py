@@ -140,7 +140,7 @@ class KernelBuilder:
 
     def emit_op(self, scope: Scope, name: str, args: list[Value], dtype, attrs=None) -> Value:
         shape = broadcast_shapes([shape_of(a) for a in args])
-        return self.emit(scope, name, args, dtype, shape, attrs)
+        return self.track(self.emit(scope, name, args, dtype, shape, attrs), dict(enumerate(args)))
 
     def index(self, scope: Scope, expr, indirect=(), dtype=None) -> Value:
         """A flat index over p vars as a `triton.index` over this scope's vars (reused when the
@@ -332,9 +332,10 @@ class KernelBuilder:
         shape = broadcast_shapes(
             [shape_of(offset)] + ([shape_of(mask)] if mask is not None else [])
         )
-        scope.values[op.result] = self.emit(
-            scope, "load", [self.ptrs[src], offset], src.type.dtype, shape, attrs
-        )
+        loaded = self.emit(scope, "load", [self.ptrs[src], offset], src.type.dtype, shape, attrs)
+        # a loaded value varies along its offset's groups: an index read from it (a gather)
+        # needs their masks too, or masked-off lanes read through a garbage index
+        scope.values[op.result] = self.track(loaded, {"offset": offset})
 
     def on_store(self, scope: Scope, op: Operation) -> None:
         name, index, value = op.args
