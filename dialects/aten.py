@@ -91,6 +91,8 @@ def _check_result_types(op: Operation) -> None:
         if any(m is None for m in metas.values()):
             return
         out = overload(op.name)(*from_attr(op.args, metas), **from_attr(op.attrs, metas))
+    except (IndexError, TypeError) as exc:  # torch refuses the arguments (a dim out of range)
+        raise VerifyError(f"'{op.name}' rejects its arguments: {exc}", op.loc) from None
     except Exception:  # no meta kernel, data-dependent output, sizes torch cannot allocate even
         return  # on meta: nothing to compare against
     outs = out if isinstance(out, tuple | list) else (out,)

@@ -110,6 +110,8 @@ def _export_op(op: Operation, graph: torch.fx.Graph, nodes: dict, attributes: di
         )
     if kind in ("placeholder", "call_method") and not _is_identifier(op.symbol):
         raise MindError(f"'{op.name} @{op.symbol}' needs a Python identifier", op.loc)
+    if kind == "placeholder" and op.symbol in {n.target for n in graph.find_nodes(op=kind)}:
+        raise MindError(f"a second placeholder named '@{op.symbol}'", op.loc)
     target = resolve(op.symbol) if kind == "call_function" else op.symbol
     if kind == "call_function" and not callable(target):
         raise MindError(f"'@{op.symbol}' is not callable", op.loc)

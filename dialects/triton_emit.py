@@ -237,7 +237,8 @@ def _wrapper_line(op: Operation, n: Names, module: Module) -> str:
             raise MindError(f"cannot call '{op.symbol}'", op.loc)
         args = [lit(a) for a in op.args] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
         targets = ", ".join(n(r) for r in op.results) + ("," if len(op.results) == 1 else "")
-        call = f"torch.ops.{op.symbol}({', '.join(args)})"
+        target = op.symbol if op.symbol.startswith("torch.") else f"torch.ops.{op.symbol}"
+        call = f"{target}({', '.join(args)})"  # aten ops by op name, others by their path
         return f"{targets.rstrip(',')} = {call}" if len(op.results) == 1 else f"{targets} = {call}"
     if kind == "reinterpret":
         buf, t, offset = op.args[0], op.result.type, op.attrs["offset"]

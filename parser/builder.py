@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import keyword
 from typing import Any
 
 import sympy
@@ -188,12 +189,20 @@ class Builder:
         if kind == "int":
             return sympy.Integer(int(kids[0]))
         if kind == "symbol":
+            if keyword.iskeyword(str(kids[0])):  # symbols become Python names in kernels
+                raise self.error(f"'{kids[0]}' cannot name a symbol (a Python keyword)", kids[0])
             return sym(str(kids[0]))
         if kind == "call":
             fn = EXPR_FUNCTIONS.get(str(kids[0]))
             if fn is None:
                 raise self.error(f"unknown function '{kids[0]}' in index expression", kids[0])
-            return fn(*(self._expr(k) for k in kids[1:]))
+            args = [self._expr(k) for k in kids[1:]]
+            try:
+                return fn(*args)
+            except TypeError:
+                raise self.error(
+                    f"'{kids[0]}' does not take {len(args)} arguments", kids[0]
+                ) from None
         if kind not in _EXPR_RULES:
             raise self.error("expected an index expression", item)
         return _EXPR_RULES[kind](*(self._expr(k) for k in kids))

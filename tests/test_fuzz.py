@@ -50,6 +50,18 @@ FX = """fx.graph @g {{
   fx.output((%r,))
 }}
 """
+ATEN = """aten.graph @g(%x: f32[4, 8][8, 1]cpu) {
+  %s = aten.sum.dim_IntList(%x, [-128]) : f32[4][1]cpu
+  aten.output(%s)
+}
+"""
+FX_TWICE = """fx.graph @g {
+  %x = fx.placeholder @x : f32[2][1]cpu
+  %y = fx.placeholder @x : f32[2][1]cpu
+  %r = fx.call_function @operator.add(%x, %y) : f32[2][1]cpu
+  fx.output((%r,))
+}
+"""
 BAD_INPUTS = {
     "json_escape": (LOOPS.format(type="f32[4]", attrs='{a = "\\q"} '), 1, "unexpected character"),
     "lone_surrogate": (LOOPS.format(type="f32[4]", attrs='{a = "\\ud800"} '), 1, "surrogate"),
@@ -57,7 +69,11 @@ BAD_INPUTS = {
     "not_finite": (LOOPS.format(type="f32[floor(1/0)]", attrs=""), 1, "not finite"),
     "stride_2_63": (LOOPS.format(type="f32[4][9223372036854775808]", attrs=""), 1, "64 bits"),
     "device_00": (LOOPS.format(type="f32[4]cuda:00", attrs=""), 1, "unexpected"),
+    "keyword_symbol": (LOOPS.format(type="f32[yield]", attrs=""), 1, "Python keyword"),
+    "floor_arity": (LOOPS.format(type="f32[floor(s0, 2)]", attrs=""), 1, "does not take 2"),
+    "dim_out_of_range": (ATEN, 2, "rejects its arguments"),
     "placeholder_dotted": (FX.format(name="a.b", target="operator.add"), 2, "identifier"),
+    "placeholder_twice": (FX_TWICE, 3, "second placeholder"),
     "target_missing": (FX.format(name="x", target="torch.xyz123"), 3, "'xyz123' is missing"),
     "target_not_callable": (FX.format(name="x", target="torch.float32"), 3, "not callable"),
     "torch_rejects": (FX.format(name="x", target="torch.mm"), 3, "torch rejects this graph"),
@@ -67,7 +83,7 @@ BAD_INPUTS = {
 @pytest.mark.parametrize("name", BAD_INPUTS)
 def test_bad_input_gets_a_located_diagnostic(name, tmp_path, capsys):
     text, line, message = BAD_INPUTS[name]
-    path = tmp_path / ("bad.fx" if text.startswith("fx") else "bad.loops")
+    path = tmp_path / f"bad.{text.split('.', 1)[0]}"
     path.write_text(text)
     argv = [str(path)] + (["--pass=to-aten"] if path.suffix == ".fx" else [])
     assert mind_opt.main(argv) == 1

@@ -32,6 +32,7 @@ OPS = {
     "logaddexp": "own kernels",
     "cumsum": None,
     "masked.cumsum": None,  # a tensor constant made while AOTAutograd traces (fake mode)
+    "nn.functional.linear_cross_entropy.chunked": None,  # an extern call to torch.ops.higher_order
 }
 
 
