@@ -151,7 +151,8 @@ def _token_mutator(kind: str, pool: list[str]) -> Callable[[str, random.Random],
         toks = tokens(text)
         same_kind = [t for t in toks if _is(kind, t)]
         choices = pool + same_kind if kind in ("value", "name") else pool + same_kind[:5]
-        return "".join(toks) if not _swap_token(rng, toks, kind, choices) else "".join(toks)
+        _swap_token(rng, toks, kind, choices)
+        return "".join(toks)
 
     mutator.__name__ = f"swap_{kind}"
     return mutator
@@ -272,8 +273,6 @@ def run_one(text: str, timeout: float = 10.0) -> Result:
         return Result("timeout")
     except MindError as exc:
         return Result("diagnostic" if exc.loc else "no-location", message=str(exc)[:200])
-    except RecursionError as exc:
-        return Result("traceback", signature(exc), str(exc)[:200])
     except Exception as exc:
         return Result("traceback", signature(exc), f"{type(exc).__name__}: {exc}"[:200])
     try:

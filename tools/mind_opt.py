@@ -135,11 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
     if failed:
         return 1
-    progress = Progress("writing the output")
     try:
         write_output("// -----\n".join(outputs), args.output)
     except Exception as exc:
-        sys.stderr.write(internal_error("mind-opt", exc, progress.where(), filename) + "\n")
+        sys.stderr.write(internal_error("mind-opt", exc, "writing the output", filename) + "\n")
         return 1
     return 0
 
