@@ -189,6 +189,9 @@ def _for_lines(op: Operation, n: Names, depth: int) -> list[str]:
 
 def emit_kernel(op: Operation, n: Names, module: Module) -> str:
     params = [n(a) for a in op.body.args]
+    clash = set(params) & set(op.attrs["constexprs"])
+    if clash:  # a size symbol named like a block size (`XBLOCK`) in the input IR
+        raise MindError(f"kernel argument '{sorted(clash)[0]}' is also a block size", op.loc)
     params += [f"{name}: tl.constexpr" for name in op.attrs["constexprs"]]
     asserts = any(o.name == "triton.device_assert" for o in op.walk())
     decorator = "@triton.jit(debug=True)" if asserts else "@triton.jit"  # asserts need debug

@@ -169,7 +169,10 @@ class Builder:
         if kind == "symbol" and str(item.children[0]) in NAMED_ATTRS:
             return NAMED_ATTRS[str(item.children[0])]
         if kind in _EXPR_RULES:
-            return as_int_like(self.expr(item))
+            value = as_int_like(self.expr(item))
+            if isinstance(value, int) and not -(2**63) <= value < 2**64:
+                raise self.error(f"integer {value} does not fit in 64 bits", item)
+            return value
         handler = _ATTR_RULES[kind]
         return handler(self, item)
 

@@ -72,6 +72,7 @@ BAD_INPUTS = {
     "keyword_symbol": (LOOPS.format(type="f32[yield]", attrs=""), 1, "Python keyword"),
     "floor_arity": (LOOPS.format(type="f32[floor(s0, 2)]", attrs=""), 1, "does not take 2"),
     "dim_out_of_range": (ATEN, 2, "rejects its arguments"),
+    "int_beyond_64_bits": (ATEN.replace("[-128]", "[-18446744073709551616]"), 2, "64 bits"),
     "placeholder_dotted": (FX.format(name="a.b", target="operator.add"), 2, "identifier"),
     "placeholder_twice": (FX_TWICE, 3, "second placeholder"),
     "target_missing": (FX.format(name="x", target="torch.xyz123"), 3, "'xyz123' is missing"),
@@ -124,3 +125,20 @@ def test_an_exception_in_emit_is_an_internal_error(monkeypatch, capsys):
     assert mind_translate.main([path]) == 1
     err = capsys.readouterr().err
     assert f"{path}: internal error in emitting Python: KeyError: 'r0_index'" in err
+
+
+def test_a_size_symbol_named_like_a_block_size_is_an_error(tmp_path, capsys):
+    """`XBLOCK` in an index became a second kernel parameter of that name (a SyntaxError)."""
+    text = """loops.graph @g(%x: f32[4, 8][8, 1]cpu) {
+  %add = loops.pointwise {origins = ["add"]} : f32[8, 4][4, 1]cpu {
+    %0 = loops.load(%x, p0 + 8*XBLOCK) : f32
+    loops.yield(%0)
+  }
+  loops.output(%add)
+}
+"""
+    path = tmp_path / "clash.loops"
+    path.write_text(text)
+    assert mind_translate.main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "kernel argument 'XBLOCK' is also a block size" in err and "Traceback" not in err
