@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is a plain folder
 
-from benchmarks.opinfo import category, check_op  # noqa: E402
+from benchmarks.opinfo import category, check_op, op_names  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -38,6 +38,8 @@ OPS = {
 
 @pytest.mark.parametrize("op", OPS)
 def test_op_matches_eager(op):
+    if op not in op_names():  # torch 2.11's database lacks the newest ops
+        pytest.skip(f"this torch's op_db has no '{op}'")
     row = check_op(op, "cpu", ("mind",))
     assert row.eager in ("ok", "random"), row
     cell = row.cells["mind"]
