@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -90,14 +91,26 @@ def aten_graphs(
 
         return compile_fn
 
-    compiled = aot_module_simplified(
-        gm,
-        inputs,
-        fw_compiler=compiler("forward"),
-        bw_compiler=compiler("backward"),
-        decompositions=decompositions(),
-    )
+    with _effect_tokens_in_graph():
+        compiled = aot_module_simplified(
+            gm,
+            inputs,
+            fw_compiler=compiler("forward"),
+            bw_compiler=compiler("backward"),
+            decompositions=decompositions(),
+        )
     return compiled, graphs
+
+
+def _effect_tokens_in_graph():
+    """Effect tokens (`with_effects` around ops like `_linalg_check_errors`) made and consumed
+    inside the graph, as Inductor asks: otherwise they are graph inputs that AOTAutograd's
+    runtime passes as None, which no compiled wrapper can read."""
+    import torch._functorch.config as functorch_config
+
+    if not hasattr(functorch_config, "unlift_effect_tokens"):  # feature test
+        return contextlib.nullcontext()
+    return functorch_config.patch(unlift_effect_tokens=True)
 
 
 def fake_inputs(graph_op: Operation, mode) -> list:

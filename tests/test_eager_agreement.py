@@ -60,6 +60,16 @@ CASES = {
     "vecdot_empty": (torch.linalg.vecdot, lambda: (torch.randn(3, 0), torch.randn(3, 0))),
     # an overload the packet's lowering does not take (`round.decimals`) is an ATen call
     "round_decimals": (lambda x: torch.round(x, decimals=2), lambda: (torch.randn(6) * 10,)),
+    # effect tokens (with_effects around _linalg_check_errors) live inside the graph
+    "linalg_inv": (torch.linalg.inv, lambda: (torch.randn(4, 4) + 4 * torch.eye(4),)),
+    "linalg_solve": (
+        torch.linalg.solve,
+        lambda: (torch.randn(3, 3) + 3 * torch.eye(3), torch.randn(3)),
+    ),
+    "linalg_cholesky": (
+        lambda a: torch.linalg.cholesky(a @ a.mT + torch.eye(3)),
+        lambda: (torch.randn(3, 3),),
+    ),
     # the CPU flash-attention op returns the logsumexp, not the attention weights
     "sdpa_flash_cpu": (
         lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v),
@@ -135,3 +145,11 @@ def test_kernels_assert_only_what_eager_checks(tmp_path, monkeypatch):
     (source,) = [p.read_text() for p in tmp_path.glob("*.py")]
     assert source.count("tl.device_assert(") == 1 and "'index out of bounds'" in source
     assert source.count("@triton.jit(debug=True)") == 1
+
+
+def test_singular_matrix_raises_as_eager_does_on_every_call():
+    """The generated code runs `_linalg_check_errors` itself: a later call raises it too."""
+    compiled = torch.compile(torch.linalg.inv, backend="mind")
+    torch.testing.assert_close(compiled(torch.eye(3) * 2), torch.eye(3) / 2)
+    with pytest.raises(torch.linalg.LinAlgError):
+        compiled(torch.zeros(3, 3))
