@@ -31,16 +31,27 @@ def median_ms(fn: Callable[[], object], device: str) -> float:
         from triton.testing import do_bench
 
         return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
-    return _cpu_median_ms(fn)
+    return wall_ms(fn, device)
 
 
-def _cpu_median_ms(fn: Callable[[], object], budget_s: float = 0.05, max_reps: int = 10) -> float:
+def wall_ms(
+    fn: Callable[[], object],
+    device: str,
+    budget_s: float = 0.05,
+    min_reps: int = 1,
+    max_reps: int = 10,
+) -> float:
+    """Median wall milliseconds of one call after one warm-up call, the device synchronized before
+    and after each: what a caller waits for one call, host overhead and launch gaps included.
+    Takes at least `min_reps` calls, then more while `budget_s` lasts, `max_reps` at most."""
     fn()
+    sync(device)
     times: list[float] = []
     deadline = time.perf_counter() + budget_s
-    while len(times) < max_reps and (not times or time.perf_counter() < deadline):
+    while len(times) < max_reps and (len(times) < min_reps or time.perf_counter() < deadline):
         t0 = time.perf_counter()
         fn()
+        sync(device)
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
@@ -63,17 +74,23 @@ def loop_ms(fn: Callable[[], object], device: str, budget_s: float = 0.05) -> fl
 
 def kernel_count(fn: Callable[[], object], device: str) -> int | None:
     """CUDA kernels launched by one call, from the profiler's device-side events (None off CUDA)."""
+    stats = kernel_stats(fn, device)
+    return None if stats is None else stats[0]
+
+
+def kernel_stats(fn: Callable[[], object], device: str) -> tuple[int, float] | None:
+    """(kernels launched, device milliseconds) of one call, from the profiler's device-side events
+    (None off CUDA). The milliseconds add up every device event, copies and fills included: the
+    time the GPU was busy; the count leaves copies and fills out."""
     if not device.startswith("cuda"):
         return None
     sync(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn()
         sync(device)
-    return sum(
-        1
-        for e in prof.events()
-        if e.device_type == DeviceType.CUDA and not e.name.startswith(NOT_KERNELS)
-    )
+    events = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    kernels = sum(1 for e in events if not e.name.startswith(NOT_KERNELS))
+    return kernels, sum(e.time_range.elapsed_us() for e in events) / 1e3
 
 
 def check_kernel_counter(device: str) -> dict[str, object]:
@@ -88,6 +105,27 @@ def check_kernel_counter(device: str) -> dict[str, object]:
     return {"ok": got == (1, 2), "counted": list(got), "expected": [1, 2]}
 
 
+def check_graph_kernel_counter(device: str) -> dict[str, object]:
+    """Counts the kernels of a replayed CUDA graph of `add` then `mul` (2), so that kernel counts
+    and GPU times of CUDA-graph runs (reduce-overhead) are known to be seen by the profiler."""
+    if not device.startswith("cuda"):
+        return {"ok": None, "note": "kernel counts need CUDA"}
+    try:
+        x = torch.ones(1 << 20, device=device)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm up off the default stream, as capture wants
+            (x + 1) * 2
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            (x + 1) * 2
+        got = kernel_count(graph.replay, device)
+    except Exception as e:  # no graphs or no profiler: the counts of graph runs are unknown
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"[:500]}
+    return {"ok": got == 2, "counted": got, "expected": 2}
+
+
 def copy_gbps(device: str, size: int) -> float:
     """Device-to-device copy bandwidth (read + write bytes / time): the roof for memory-bound cases."""
     src = torch.empty(size // 4, dtype=torch.float32, device=device).fill_(1.0)
@@ -99,6 +137,16 @@ def nbytes(tensors: object) -> int:
     return sum(
         t.numel() * t.element_size() for t in tree_leaves(tensors) if isinstance(t, torch.Tensor)
     )
+
+
+def max_error(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    """(max |got - want|, max |want|) of two same-shaped tensors, in float64; the error is nan
+    where either has a nan."""
+    if not got.numel():
+        return 0.0, 0.0
+    g64, w64 = got.detach().double(), want.detach().double()
+    err = (g64 - w64).abs().max().item()
+    return (float("nan") if g64.isnan().any() else err), w64.abs().max().item()
 
 
 def compare(got: object, want: object, tol: float) -> tuple[bool, float | None, str]:

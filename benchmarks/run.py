@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
-import tempfile
 import time
 import traceback
-import warnings
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as `python3 benchmarks/run.py`
@@ -27,6 +24,7 @@ import triton
 from torch.utils._pytree import tree_leaves
 
 from benchmarks.cases import CASE_NAMES, TOLERANCE, Case, make_inputs, select
+from benchmarks.common import catch_fallbacks, describe, fresh_caches, names_arg
 from benchmarks.measure import (
     check_kernel_counter,
     compare,
@@ -45,8 +43,6 @@ TIMING = {
     "cpu": "wall-clock median of up to 10 calls after one warm-up",
 }
 COPY_BYTES = {False: 1 << 30, True: 1 << 24}  # by --small
-# Warnings by which a backend says it ran (part of) the program eagerly instead of compiling it.
-FALLBACK_WARNINGS = ("MindFallbackWarning",)
 
 
 def _compiled(backend: str, fn):
@@ -59,27 +55,16 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _describe(e: BaseException) -> str:
-    """The exception's type and first line: enough for a table note (the JSON keeps the traceback)."""
-    first = next(iter(str(e).strip().splitlines()), "")
-    return f"{type(e).__name__}: {first}"[:500]
-
-
 def first_call(backend: str, case: Case, args: tuple, device: str) -> tuple:
     """(callable, output, seconds, fallback messages) of the first call, compile included."""
     torch._dynamo.reset()
     start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    fallbacks: list[str] = []
+    with catch_fallbacks(fallbacks):
         fn = _compiled(backend, case.fn)
         out = fn(*args)
         sync(device)
     seconds = time.perf_counter() - start
-    fallbacks = [
-        str(w.message).splitlines()[0][:500]
-        for w in caught
-        if w.category.__name__ in FALLBACK_WARNINGS
-    ]
     return fn, out, seconds, fallbacks
 
 
@@ -104,9 +89,9 @@ def run_cell(backend: str, case: Case, args: tuple, want: object, device: str, r
         try:  # a profiler failure costs the count only
             cell["kernels"] = kernel_count(lambda: fn(*args), device)
         except Exception as e:
-            cell["kernels_error"] = _describe(e)
+            cell["kernels_error"] = describe(e)
     except Exception as e:  # the cell's result is the failure; keep going
-        cell["error"] = _describe(e)
+        cell["error"] = describe(e)
         cell["traceback"] = traceback.format_exc()[-4000:]
     finally:
         fn = None
@@ -122,9 +107,7 @@ def run_case(case: Case, backends: list[str], device: str, small: bool, roof: fl
         want = case.fn(*args)
         sync(device)
     except Exception as e:  # no inputs or no reference: every cell of the row is this failure
-        row["cells"] = {
-            b: {"error": f"inputs or eager reference: {_describe(e)}"} for b in backends
-        }
+        row["cells"] = {b: {"error": f"inputs or eager reference: {describe(e)}"} for b in backends}
         _free(device)
         return row
     row.update(
@@ -153,31 +136,9 @@ def warm_up(backends: list[str], device: str) -> dict[str, object]:
             _, _, seconds, fallbacks = first_call(b, throwaway, x, device)
             spent[b] = {"seconds": seconds, "fallback": fallbacks}
         except Exception as e:
-            spent[b] = {"error": _describe(e)}
+            spent[b] = {"error": describe(e)}
     torch._dynamo.reset()
     return spent
-
-
-def fresh_caches() -> str:
-    """Point Inductor's and Triton's on-disk caches at a new folder unless the caller chose one,
-    so first-call times are cold compiles, not cache hits from an earlier run."""
-    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
-        if var not in os.environ:
-            os.environ[var] = os.path.join(tempfile.mkdtemp(prefix="mind-bench-"), sub)
-    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
-
-
-def _csv(choices: tuple[str, ...]):
-    def parse(text: str) -> list[str]:
-        names = [n.strip() for n in text.split(",") if n.strip()]
-        bad = [n for n in names if n not in choices]
-        if bad:
-            raise argparse.ArgumentTypeError(
-                f"unknown {', '.join(bad)}; choose from {', '.join(choices)}"
-            )
-        return names
-
-    return parse
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -185,9 +146,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python3 -m benchmarks.run", description=__doc__.splitlines()[0]
     )
     p.add_argument(
-        "--cases", type=_csv(CASE_NAMES), help="comma-separated case names (default: all)"
+        "--cases", type=names_arg(CASE_NAMES), help="comma-separated case names (default: all)"
     )
-    p.add_argument("--backends", type=_csv(BACKENDS), default=list(BACKENDS))
+    p.add_argument("--backends", type=names_arg(BACKENDS), default=list(BACKENDS))
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--small", action="store_true", help="tiny shapes (for CPU smoke tests)")
     p.add_argument("--json", help="also write the results here")

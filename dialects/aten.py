@@ -19,13 +19,16 @@ from typing import Any
 
 import torch
 import torch.fx
+from mind.ir.constraints import ANY
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError, located
-from mind.ir.registry import Dialect, OpDef, VerifyError, lookup_op, register_dialect, terminated_by
+from mind.ir.opdef import ArgField, Field, OpDecl, OpDef, ResultField, VarResultField
+from mind.ir.registry import Dialect, VerifyError, lookup_op, register_dialect
 from mind.ir.types import TensorType, contiguous_strides
-from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from .common import Call, ConstantTensor, add_graph_ops
 from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
+from .torch_types import from_torch, to_torch, to_torch_device
 
 
 @cache
@@ -50,17 +53,15 @@ def _resolve(name: str) -> OpDef | None:
     if target is None:
         return None
     schema = target._schema
-    positional = [a for a in schema.arguments if not a.kwarg_only]
-    optional = len([a for a in positional if a.has_default_value()])
-    lists = any(isinstance(r.type, torch.ListType) for r in schema.returns)
-    results = None if lists else len(schema.returns)
+    fields: list[Field] = [
+        ArgField(ANY, a.has_default_value(), a.name) for a in schema.arguments if not a.kwarg_only
+    ]
+    if any(isinstance(r.type, torch.ListType) for r in schema.returns):
+        fields.append(VarResultField(name="results"))
+    else:
+        fields += [ResultField(name=r.name or f"result{i}") for i, r in enumerate(schema.returns)]
     return OpDef(
-        name,
-        tuple(a.name for a in positional),
-        optional_args=optional,
-        results=results,
-        verify=_verify_overload,
-        summary=str(schema),
+        name, OpDecl.of(fields), open_attrs=True, verify=_verify_overload, summary=str(schema)
     )
 
 
@@ -80,7 +81,7 @@ def _meta_tensor(value: Value) -> torch.Tensor | None:
     ):
         return None
     return torch.empty_strided(
-        t.shape, t.strides or contiguous_strides(t.shape), dtype=t.dtype, device="meta"
+        t.shape, t.strides or contiguous_strides(t.shape), dtype=to_torch(t.dtype), device="meta"
     )
 
 
@@ -90,7 +91,7 @@ def _check_result_types(op: Operation) -> None:
         metas = {v: _meta_tensor(v) for v in op.operands}
         if any(m is None for m in metas.values()):
             return
-        out = overload(op.name)(*from_attr(op.args, metas), **from_attr(op.attrs, metas))
+        out = overload(op.name)(*from_attr(op.args, metas), **from_attr(dict(op.attrs), metas))
     except (IndexError, TypeError) as exc:  # torch refuses the arguments (a dim out of range)
         raise VerifyError(f"'{op.name}' rejects its arguments: {exc}", op.loc) from None
     except Exception:  # no meta kernel, data-dependent output, sizes torch cannot allocate even
@@ -99,8 +100,9 @@ def _check_result_types(op: Operation) -> None:
     for result, computed in zip(op.results, outs):
         declared = result.type
         if isinstance(computed, torch.Tensor) and isinstance(declared, TensorType):
-            if computed.dtype != declared.dtype or tuple(computed.shape) != tuple(declared.shape):
-                got = TensorType(computed.dtype, tuple(computed.shape))
+            dtype = from_torch(computed.dtype)
+            if dtype != declared.dtype or tuple(computed.shape) != tuple(declared.shape):
+                got = TensorType(dtype, tuple(computed.shape))
                 raise VerifyError(
                     f"type mismatch: '{op.name}' computes {got} but '%{result.name}' is declared "
                     f"{TensorType(declared.dtype, declared.shape)}",
@@ -109,24 +111,10 @@ def _check_result_types(op: Operation) -> None:
 
 
 ATEN = register_dialect(Dialect("aten", resolve=_resolve))
-ATEN.op(
-    "graph",
-    results=0,
-    regions=1,
-    symbol=True,
-    signature=True,
-    verify=terminated_by("aten.output"),
-    summary="a forward or backward graph; its arguments are the graph inputs",
-)
-ATEN.op("output", variadic=True, results=0, summary="the graph's outputs")
-ATEN.op(
-    "call",
-    variadic=True,
-    results=None,
-    symbol=True,
-    summary="a callable outside the aten namespace (SymInt arithmetic, prims)",
-)
-ATEN.op("constant", symbol=True, attrs=("data",), summary="a tensor constant, its elements inline")
+add_graph_ops(ATEN, summary="A forward or backward graph; its arguments are the graph inputs")
+ATEN.add("call", Call, symbol=True, open_attrs=True,
+         summary="A callable outside the aten namespace (SymInt arithmetic, prims)")  # fmt: skip
+ATEN.add("constant", ConstantTensor, symbol=True)
 
 
 def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
@@ -140,11 +128,9 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
             block.append(Operation("aten.output", list(to_attr(tuple(node.args[0]), values))))
         elif node.op == "get_attr":
             data = getattr(gm, node.target)
-            with unset_fake_temporarily():  # AOTAutograd calls its compiler under fake mode
-                elements = data.flatten().tolist()
             op = Operation(
                 "aten.constant",
-                attrs={"data": elements},
+                attrs={"data": data.flatten().tolist()},
                 result_types=[type_of(data)],
                 result_names=[node.name],
                 symbol=node.target,
@@ -215,7 +201,9 @@ def _export_op(op: Operation, graph: torch.fx.Graph, root: torch.nn.Module, node
     target = resolve(op.symbol) if op.name == "aten.call" else overload(op.name)
     if target is None or not callable(target):
         raise MindError(f"'{op.name}' cannot be executed", op.loc)
-    node = graph.call_function(target, tuple(from_attr(op.args, nodes)), from_attr(op.attrs, nodes))
+    node = graph.call_function(
+        target, tuple(from_attr(op.args, nodes)), from_attr(dict(op.attrs), nodes)
+    )
     if op.results:
         node.name = op.results[0].name + ("_tuple" if len(op.results) > 1 else "")
         _bind_results(graph, op, node, nodes)
@@ -242,5 +230,5 @@ def _returns_sequence(target: Any) -> bool:
 
 def _constant(op: Operation) -> torch.Tensor:
     t: TensorType = op.result.type
-    data = torch.tensor(op.attrs["data"], dtype=t.dtype).reshape(t.shape)
-    return data.to(t.device) if t.device is not None else data
+    data = torch.tensor(op.data, dtype=to_torch(t.dtype)).reshape(t.shape)
+    return data.to(to_torch_device(t.device)) if t.device is not None else data

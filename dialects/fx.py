@@ -1,7 +1,7 @@
 """The fx dialect: the graph Dynamo hands a backend, with Python-level call targets.
 
     fx.graph @graph0 {guards = ["TENSOR_MATCH: L['a']"]} {
-      %l_a_ = fx.placeholder @L_a_() : f32[4, 128][128, 1]cpu
+      %l_a_ = fx.placeholder @L_a_ : f32[4, 128][128, 1]cpu
       %add = fx.call_function @operator.add(%l_a_, %l_b_) : f32[4, 128][128, 1]cpu
       %sum_1 = fx.call_method @sum(%mul) {dim = -1} : f32[4][1]cpu
       fx.output((%sum_1,))
@@ -16,10 +16,13 @@ import keyword
 
 import torch
 import torch.fx
+from mind.ir.constraints import STR, list_of
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError, located
-from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
+from mind.ir.opdef import Op, arg, opt_attr, result, var_args
+from mind.ir.registry import Dialect, VerifyError, register_dialect
 
+from .common import Graph
 from .pyobjects import ALLOWED_ROOTS, from_attr, qualified_name, resolve, to_attr, type_of
 
 
@@ -29,34 +32,48 @@ def _verify_target(op: Operation) -> None:
         raise VerifyError(f"call target '@{op.symbol}' is outside the allowed modules", op.loc)
 
 
+class FxGraph(Graph):
+    """One captured graph; `guards` are Dynamo's, as readable lines"""
+
+    guards = opt_attr(list_of(STR))
+
+
+class Node(Op):
+    """A graph input (placeholder) or a module attribute (get_attr)"""
+
+    result = result()
+
+
+class FxCall(Op):
+    """A call; keyword arguments are attributes"""
+
+    values = var_args()
+    result = result()
+
+
+class FxMethodCall(Op):
+    """Call a method on the first argument"""
+
+    receiver = arg()
+    values = var_args()
+    result = result()
+
+
+class FxOutput(Op):
+    """The graph's result, as a structure of values"""
+
+    value = arg()
+
+
 FX = register_dialect(Dialect("fx"))
-FX.op(
-    "graph",
-    results=0,
-    regions=1,
-    symbol=True,
-    verify=terminated_by("fx.output"),
-    summary="one captured graph",
-)
-FX.op("placeholder", symbol=True, summary="a graph input")
-FX.op("get_attr", symbol=True, summary="a module attribute (parameter, buffer, constant)")
-FX.op(
-    "call_function",
-    variadic=True,
-    args=(),
-    symbol=True,
-    verify=_verify_target,
-    summary="call a Python callable",
-)
-FX.op(
-    "call_method",
-    variadic=True,
-    args=("self",),
-    symbol=True,
-    summary="call a method on the first argument",
-)
-FX.op("call_module", variadic=True, args=(), symbol=True, summary="call a submodule")
-FX.op("output", args=("result",), results=0, summary="the graph's result")
+FX.add("graph", FxGraph, symbol=True, terminator="fx.output")
+FX.add("placeholder", Node, symbol=True, summary="A graph input")
+FX.add("get_attr", Node, symbol=True, summary="A module attribute (parameter, buffer, constant)")
+FX.add("call_function", FxCall, symbol=True, open_attrs=True, verify=_verify_target,
+       summary="Call a Python callable")  # fmt: skip
+FX.add("call_method", FxMethodCall, symbol=True, open_attrs=True)
+FX.add("call_module", FxCall, symbol=True, open_attrs=True, summary="Call a submodule")
+FX.add("output", FxOutput)
 
 
 def import_graph(gm: torch.fx.GraphModule, name: str, guards: list[str] | None = None) -> Operation:
@@ -102,7 +119,7 @@ def export_graph(
 def _export_op(op: Operation, graph: torch.fx.Graph, nodes: dict, attributes: dict) -> None:
     kind = op.name.split(".", 1)[1]
     if kind == "output":
-        graph.output(from_attr(op.args[0], nodes))
+        graph.output(from_attr(op.value, nodes))
         return
     if kind in ("get_attr", "call_module") and op.symbol not in attributes:
         raise MindError(
@@ -116,7 +133,11 @@ def _export_op(op: Operation, graph: torch.fx.Graph, nodes: dict, attributes: di
     if kind == "call_function" and not callable(target):
         raise MindError(f"'@{op.symbol}' is not callable", op.loc)
     node = graph.create_node(
-        kind, target, tuple(from_attr(op.args, nodes)), from_attr(op.attrs, nodes), op.result.name
+        kind,
+        target,
+        tuple(from_attr(op.args, nodes)),
+        from_attr(dict(op.attrs), nodes),
+        op.result.name,
     )
     nodes[op.result] = node
 

@@ -8,77 +8,89 @@ views use one index expression per dim.
 
 from __future__ import annotations
 
-import sympy
-import torch
-from mind.ir.core import Operation, Value
-from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
-from mind.ir.types import ScalarType, TensorType, dtype_name
+from mind.ir import dtypes as dt
+from mind.ir.constraints import (
+    INDEX,
+    LAID_OUT,
+    NONE,
+    NUMBER,
+    SCALAR,
+    STR,
+    TENSOR,
+    dtype_is,
+    list_of,
+    one_of,
+    value,
+)
+from mind.ir.core import Operation
+from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result
+from mind.ir.registry import Dialect, VerifyError, register_dialect
 
-from .scalar_ops import REDUCTION_TYPES, register_scalar_ops
+from .common import Call, Output, add_graph_ops, add_memory_ops, is_buffer  # noqa: F401
+from .reductions import REDUCTIONS, SINGLE_KINDS
+from .scalar_ops import register_scalar_ops
 
-
-def is_buffer(value: Value) -> bool:
-    """A graph input or a realized node: memory with a layout, read through flat offsets."""
-    return isinstance(value.type, TensorType) and (
-        value.type.strides is not None or not isinstance(value.owner, Operation)
-    )
+ORIGINS = list_of(STR)
+#: the strides a value must have, or none (where any layout will do)
+STRIDES = list_of(list_of(INDEX) | NONE)
 
 
 def is_realized(op: Operation) -> bool:
-    return (
-        bool(op.results)
-        and isinstance(op.result.type, TensorType)
-        and op.result.type.strides is not None
-    )
+    """A node whose (first) result is a buffer: a tensor type with strides."""
+    return bool(op.results) and LAID_OUT(op.results[0].type)
 
 
-def _tensor_result(op: Operation) -> TensorType:
-    t = op.result.type
-    if not isinstance(t, TensorType):
-        raise VerifyError(f"'{op.name}' must produce a tensor, not {t}", op.loc)
-    return t
+# -- body ops (shared with the scheduled dialect) ------------------------------------------------
+class Load(Op):
+    """Read one element: at a flat offset from a buffer, at one index per dim otherwise"""
+
+    source = operand(TENSOR)
+    index = arg(INDEX | list_of(INDEX))
+    mask = opt_attr(value(dtype_is(dt.b8)))
+    other = opt_attr(NUMBER)
+    indirect = opt_attr(list_of(value(SCALAR)))
+    result = result(SCALAR)
 
 
-def _verify_body(op: Operation) -> None:
-    t = _tensor_result(op)
-    term = op.body.terminator
-    if term is None or not term.name.endswith(".yield"):
-        raise VerifyError(f"'{op.name}' body must end with a yield", op.loc)
-    yielded = term.args[0]
-    if not isinstance(yielded, Value) or not isinstance(yielded.type, ScalarType):
-        raise VerifyError(f"'{op.name}' must yield a scalar value", term.loc)
-    kind = op.attrs.get("reduction_type")
-    if kind is not None and kind not in REDUCTION_TYPES:
-        raise VerifyError(
-            f"unknown reduction_type '{kind}' (expected one of {', '.join(REDUCTION_TYPES)})",
-            op.loc,
-        )
-    expected = torch.int64 if kind in ("argmax", "argmin") else t.dtype
-    got = torch.bool if kind in ("any", "all") else yielded.type.dtype
-    if kind not in ("any", "all") and got != expected and kind not in ("argmax", "argmin"):
-        raise VerifyError(
-            f"type mismatch: '{op.name}' yields {dtype_name(got)} for a {dtype_name(expected)} result",
-            term.loc,
-        )
+class Constant(Op):
+    """A scalar constant"""
+
+    value = arg(NUMBER)
+    result = result(SCALAR)
 
 
-def _verify_view(op: Operation) -> None:
-    src, index = op.args
-    _tensor_result(op)
-    if not isinstance(src, Value) or not isinstance(src.type, TensorType):
-        raise VerifyError("'loops.view' reads a tensor value", op.loc)
-    if not isinstance(index, list) or len(index) != src.type.rank:
-        raise VerifyError(
-            f"'loops.view' needs {src.type.rank} index expressions for its source", op.loc
-        )
+class Index(Op):
+    """The value of an index expression"""
+
+    index = arg(INDEX)
+    result = result(SCALAR)
 
 
-def _verify_load(op: Operation) -> None:
-    src, index = op.args
-    if not isinstance(src, Value) or not isinstance(src.type, TensorType):
-        raise VerifyError(f"'{op.name}' reads a tensor value", op.loc)
+class Cast(Op):
+    """Convert to the result dtype"""
+
+    x = operand(SCALAR)
+    result = result(SCALAR)
+
+
+class CheckIndex(Op):
+    """The index, asserting 0 <= index < bound (a gather's bounds check: a device assert)"""
+
+    index = operand(dtype_is(dt.i64))
+    bound = operand(dtype_is(dt.i64))
+    result = result(dtype_is(dt.i64))
+
+
+class Yield(Op):
+    """The element's value (or the value to reduce)"""
+
+    value = operand(SCALAR)
+
+
+def _verify_load(op: Load) -> None:
+    src, index = op.source, op.index
     if is_buffer(src):
-        if not isinstance(index, int | sympy.Expr):
+        if isinstance(index, list):
             raise VerifyError(
                 f"'{op.name}' from buffer '%{src.name}' takes a flat offset, not {index!r}", op.loc
             )
@@ -87,70 +99,104 @@ def _verify_load(op: Operation) -> None:
             f"'{op.name}' from unrealized '%{src.name}' needs {src.type.rank} index expressions",
             op.loc,
         )
-    if not isinstance(op.result.type, ScalarType) or op.result.type.dtype != src.type.dtype:
+    if op.result.type.dtype != src.type.dtype:
         raise VerifyError(
-            f"type mismatch: '{op.name}' of {dtype_name(src.type.dtype)} declared {op.result.type}",
-            op.loc,
+            f"type mismatch: '{op.name}' of {src.type.dtype} declared {op.result.type}", op.loc
         )
-
-
-def verify_reinterpret(op: Operation) -> None:
-    """`reinterpret` (loops, scheduled, triton): the same memory as a buffer, laid out as the
-    result type says from the buffer's first element plus `offset`."""
-    src = op.args[0] if op.args else None
-    t = op.result.type if op.results else None
-    if not isinstance(src, Value) or not isinstance(src.type, TensorType):
-        raise VerifyError(f"'{op.name}' reinterprets a tensor value", op.loc)
-    if not is_buffer(src):
-        raise VerifyError(f"'{op.name}' of '%{src.name}', which is not a buffer", op.loc)
-    if not isinstance(t, TensorType) or t.strides is None:
-        raise VerifyError(f"'{op.name}' needs a result type with strides, not {t}", op.loc)
-    if t.dtype != src.type.dtype:
-        raise VerifyError(
-            f"type mismatch: '{op.name}' of {dtype_name(src.type.dtype)} declared {t}", op.loc
-        )
-    if not isinstance(op.attrs.get("offset"), int | sympy.Expr):
-        raise VerifyError(f"'{op.name}' needs an index expression `offset`", op.loc)
 
 
 def register_body_ops(dialect: Dialect) -> None:
     """The ops of a loop body, shared with the scheduled dialect."""
     register_scalar_ops(dialect)
-    dialect.op("load", args=("source", "index"), verify=_verify_load, summary="read one element")
-    dialect.op("constant", args=("value",), summary="a scalar constant")
-    dialect.op("index", args=("expr",), summary="the value of an index expression")
-    dialect.op("cast", args=("x",), summary="convert to the result dtype")
-    dialect.op("yield", args=("value",), results=0, summary="the element's value")
+    dialect.add("load", Load, verify=_verify_load)
+    dialect.add("constant", Constant)
+    dialect.add("index", Index)
+    dialect.add("cast", Cast)
+    dialect.add("check_index", CheckIndex)
+    dialect.add("yield", Yield)
+
+
+# -- nodes ---------------------------------------------------------------------------------------
+class Pointwise(Op):
+    """One element per index: the body's yielded value"""
+
+    origins = opt_attr(ORIGINS)
+    layout = opt_attr(one_of("flexible"))
+    result = result(TENSOR)
+    body = region()
+
+
+class Reduction(Pointwise):
+    """Reduce the body's value over the reduction ranges"""
+
+    reduction_ranges = attr(list_of(INDEX))
+    reduction_type = attr(one_of(*SINGLE_KINDS))
+
+
+def _verify_body(op: Pointwise) -> None:
+    """The body yields the element: of the result dtype, or as the reduction kind says."""
+    term = op.body.terminator
+    if not isinstance(term, Yield):
+        raise VerifyError(f"'{op.name}' body must end with a yield", op.loc)
+    kind = REDUCTIONS[op.reduction_type] if isinstance(op, Reduction) else None
+    result = op.result.type.dtype
+    expected = kind.yield_dtype(result) if kind is not None else result
+    got = term.value.type.dtype
+    if kind is not None and kind.is_index and result != dt.i64:
+        raise VerifyError(f"type mismatch: '{op.name}' {kind.name} gives i64, not {result}", op.loc)
+    if expected is not None and got != expected:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' yields {got} for a {expected} result", term.loc
+        )
+
+
+class View(Op):
+    """Reindex a tensor without memory: element [p0, ...] is source[index]"""
+
+    source = operand(TENSOR)
+    index = arg(list_of(INDEX))
+    origins = opt_attr(ORIGINS)
+    result = result(TENSOR)
+
+
+def _verify_view(op: View) -> None:
+    if len(op.index) != op.source.type.rank:
+        raise VerifyError(
+            f"'{op.name}' needs {op.source.type.rank} index expressions for its source", op.loc
+        )
+
+
+class LoopsCall(Call):
+    """An ATen call on buffers laid out as `input_strides` says (one entry per tensor argument)"""
+
+    input_strides = opt_attr(STRIDES)
+    origins = opt_attr(ORIGINS)
+
+
+class LoopsOutput(Output):
+    """The graph's outputs; `strides` are the layouts they must have (none: any)"""
+
+    strides = opt_attr(STRIDES)
 
 
 LOOPS = register_dialect(Dialect("loops"))
-LOOPS.op(
-    "graph", results=0, regions=1, symbol=True, signature=True, verify=terminated_by("loops.output")
+add_graph_ops(LOOPS, LoopsOutput)
+LOOPS.add("pointwise", Pointwise, verify=_verify_body)
+LOOPS.add("reduction", Reduction, verify=_verify_body)
+LOOPS.add("view", View, verify=_verify_view)
+LOOPS.add(
+    "extern",
+    LoopsCall,
+    symbol=True,
+    open_attrs=True,
+    summary="An ATen call with its own kernel (mm, conv)",
 )
-LOOPS.op("output", variadic=True, results=0, summary="the graph's outputs")
-LOOPS.op("pointwise", regions=1, verify=_verify_body, summary="one element per index")
-LOOPS.op(
-    "reduction",
-    regions=1,
-    attrs=("reduction_ranges", "reduction_type"),
-    verify=_verify_body,
-    summary="reduce the body's value over the reduction ranges",
+LOOPS.add(
+    "fallback",
+    LoopsCall,
+    symbol=True,
+    open_attrs=True,
+    summary="An ATen op without a lowering, run by ATen",
 )
-LOOPS.op(
-    "view", args=("source", "index"), verify=_verify_view, summary="reindex a tensor without memory"
-)
-LOOPS.op(
-    "reinterpret",
-    args=("buffer",),
-    attrs=("offset",),
-    verify=verify_reinterpret,
-    summary="a buffer's memory with other sizes, strides and offset (no copy)",
-)
-LOOPS.op(
-    "extern", variadic=True, symbol=True, summary="an ATen call with its own kernel (mm, conv)"
-)
-LOOPS.op(
-    "fallback", variadic=True, results=None, symbol=True, summary="an ATen op without a lowering"
-)
-LOOPS.op("constant_tensor", symbol=True, attrs=("data",), summary="a tensor constant")
+add_memory_ops(LOOPS)
 register_body_ops(LOOPS)

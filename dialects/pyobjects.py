@@ -13,12 +13,16 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+from mind.ir import dtypes as dt
 from mind.ir.attributes import PyCall, PyRef
 from mind.ir.core import Value, map_values
 from mind.ir.diagnostics import MindError
+from mind.ir.dtypes import Device, DType
 from mind.ir.symbols import as_int_like, sym
 from mind.ir.types import OpaqueType, ScalarType, SymType, TensorType, Type
 from torch.fx.node import _get_qualified_name
+
+from .torch_types import from_torch, from_torch_device, to_torch, to_torch_device
 
 #: the only modules an `@path` may resolve into
 ALLOWED_ROOTS = {"torch": torch, "operator": operator, "math": math, "builtins": builtins}
@@ -103,19 +107,19 @@ def type_of(example: Any) -> Type:
     """The IR type of an example value from a node's meta (FakeTensor, SymInt, ...)."""
     if isinstance(example, torch.Tensor):
         return TensorType(
-            example.dtype,
+            from_torch(example.dtype),
             tuple(sympify_symint(s) for s in example.shape),
             tuple(sympify_symint(s) for s in example.stride()),
-            example.device,
+            from_torch_device(example.device),
         )
     if isinstance(example, torch.SymInt):
         return SymType(sympify_symint(example))
     if isinstance(example, bool):
-        return ScalarType(torch.bool)
+        return ScalarType(dt.b8)
     if isinstance(example, int):
-        return ScalarType(torch.int64)
+        return ScalarType(dt.i64)
     if isinstance(example, float):
-        return ScalarType(torch.float64)
+        return ScalarType(dt.f64)
     return OpaqueType(type(example).__name__.lower() if example is not None else "none")
 
 
@@ -130,8 +134,12 @@ def to_attr(arg: Any, values: dict[torch.fx.Node, Value]) -> Any:
         return {k: to_attr(v, values) for k, v in arg.items()}
     if isinstance(arg, slice):
         return PyCall("builtins.slice", to_attr((arg.start, arg.stop, arg.step), values))
-    if isinstance(arg, bool | int | float | str | torch.dtype | torch.device) or arg is None:
+    if isinstance(arg, bool | int | float | str) or arg is None:
         return arg
+    if isinstance(arg, torch.dtype):
+        return from_torch(arg)
+    if isinstance(arg, torch.device):
+        return from_torch_device(arg)
     if isinstance(arg, torch.SymInt | torch.SymFloat):
         return sympify_symint(arg)
     if arg in _TORCH_CONSTANTS:
@@ -149,6 +157,10 @@ def from_attr(attr: Any, nodes: dict[Value, torch.fx.Node]) -> Any:
         return _CONSTRUCTORS[attr.path](*(from_attr(a, nodes) for a in attr.args))
     if isinstance(attr, PyRef):
         return resolve(attr.path)
+    if isinstance(attr, DType):
+        return to_torch(attr)
+    if isinstance(attr, Device):
+        return to_torch_device(attr)
     if isinstance(attr, sympy.Expr):
         raise MindError(f"symbolic argument '{attr}' needs the value that defines it")
     if isinstance(attr, list | tuple):

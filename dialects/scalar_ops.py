@@ -1,84 +1,183 @@
-"""The scalar operations that loop bodies are made of, shared by the loops and scheduled
-dialects (which register them under their own prefix) and by every consumer of bodies
-(evaluator, code generator). One table: name -> how many operands, what dtype comes out."""
+"""The scalar operations loop bodies are made of: one table, one row per op, read by everyone who
+handles them. The loops and scheduled dialects register each as `<dialect>.<name>` on scalars,
+the triton dialect on blocks; the lowering builds them by name, the evaluator computes them with
+`torch`, the Triton emitter writes `triton`.
+
+A row: the arity; whether the result is b8 (a predicate); the torch function that computes it
+elementwise (the evaluator's reference); the Python the Triton emitter writes, over the operand
+names `{0}, {1}, {2}`; whether an integer zero divisor raises in eager (on CPU: a kernel there
+asserts it is nonzero). Math without a `tl` builtin calls `triton_helpers` (mind.runtime), which
+maps it to libdevice on a GPU and to `tl` primitives in the interpreter.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-from mind.ir.core import Operation, Value
+from mind.ir import dtypes as dt
+from mind.ir.constraints import SCALAR, Constraint
+from mind.ir.core import Operation
+from mind.ir.opdef import Op, Verifier, operand, result
 from mind.ir.registry import Dialect, VerifyError
-from mind.ir.types import ScalarType, dtype_name
 
 
 @dataclass(frozen=True)
 class ScalarOp:
     name: str
     arity: int
-    #: "same": the operands' dtype; "bool": b8
-    result: str = "same"
+    predicate: bool = False
+    #: the torch function (the evaluator's reference)
+    torch: str = ""
+    #: the Python for Triton, over operand names {0}, {1}, {2}
+    triton: str = ""
+    #: divides by its second operand: an integer zero divisor raises in eager on CPU
+    divides: bool = False
 
 
-UNARY = (
-    "neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh "
-    "tanh asinh acosh atanh sigmoid erf erfc relu floor ceil round trunc sign reciprocal square "
-    "bitwise_not lgamma"
-).split()
-UNARY_PREDICATES = "logical_not isnan isinf isfinite signbit".split()
-BINARY = (
-    "add sub mul truediv floordiv mod remainder pow maximum minimum atan2 fmod hypot copysign "
-    "bitwise_and bitwise_or bitwise_xor lshift rshift"
-).split()
-BINARY_PREDICATES = "eq ne lt le gt ge logical_and logical_or logical_xor".split()
+def _rows(names: str, arity: int, predicate: bool = False) -> list[ScalarOp]:
+    return [ScalarOp(n, arity, predicate) for n in names.split()]
 
-SCALAR_OPS: dict[str, ScalarOp] = {
-    **{n: ScalarOp(n, 1) for n in UNARY},
-    **{n: ScalarOp(n, 1, "bool") for n in UNARY_PREDICATES},
-    **{n: ScalarOp(n, 2) for n in BINARY},
-    **{n: ScalarOp(n, 2, "bool") for n in BINARY_PREDICATES},
-    "where": ScalarOp("where", 3),
-    # `a`, asserting 0 <= a < b (an index read from a tensor; Inductor's indirect-index assert)
-    "check_index": ScalarOp("check_index", 2),
+
+_ROWS = [
+    *_rows(
+        "neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh "
+        "cosh tanh asinh acosh atanh sigmoid erf erfc relu floor ceil round trunc sign reciprocal "
+        "square bitwise_not lgamma",
+        1,
+    ),
+    *_rows("logical_not isnan isinf isfinite signbit", 1, predicate=True),
+    *_rows(
+        "add sub mul truediv floordiv mod remainder pow maximum minimum atan2 fmod hypot copysign "
+        "bitwise_and bitwise_or bitwise_xor lshift rshift",
+        2,
+    ),
+    *_rows("eq ne lt le gt ge logical_and logical_or logical_xor", 2, predicate=True),
+    ScalarOp("where", 3),
+]
+
+#: torch's names where they differ; `mod` is Python's (sympy's Mod), torch's `remainder`
+_TORCH = {
+    "truediv": "true_divide",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
 }
 
-#: reduction kinds a reduction node (or a scheduled.reduction) may perform
-REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
+_HELPER_UNARY = (
+    "expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
+    "lgamma isinf isfinite signbit relu"
+).split()
+_HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign".split()
+_TL_UNARY = "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf floor ceil".split()
+
+_TRITON: dict[str, str] = {
+    **{n: f"tl.{n}({{0}})" for n in _TL_UNARY},
+    **{n: f"triton_helpers.{n}({{0}})" for n in _HELPER_UNARY},
+    **{n: f"triton_helpers.{n}({{0}}, {{1}})" for n in _HELPER_BINARY},
+    "neg": "-{0}",
+    "abs": "tl.abs({0})",
+    "reciprocal": "1 / {0}",
+    "square": "{0} * {0}",
+    "bitwise_not": "~{0}",
+    "logical_not": "{0} == 0",
+    "isnan": "{0} != {0}",
+    "add": "{0} + {1}",
+    "sub": "{0} - {1}",
+    "mul": "{0} * {1}",
+    "truediv": "{0} / {1}",
+    "mod": "triton_helpers.remainder({0}, {1})",  # Python's remainder (compiled `%` truncates)
+    "fmod": "{0} % {1}",
+    "bitwise_and": "{0} & {1}",
+    "bitwise_or": "{0} | {1}",
+    "bitwise_xor": "{0} ^ {1}",
+    "lshift": "{0} << {1}",
+    "rshift": "{0} >> {1}",
+    "eq": "{0} == {1}",
+    "ne": "{0} != {1}",
+    "lt": "{0} < {1}",
+    "le": "{0} <= {1}",
+    "gt": "{0} > {1}",
+    "ge": "{0} >= {1}",
+    "logical_and": "{0} & {1}",
+    "logical_or": "{0} | {1}",
+    "logical_xor": "{0} ^ {1}",
+    "where": "tl.where({0}, {1}, {2})",
+}
+
+#: ops whose integer form raises ZeroDivisionError on a zero divisor (CPU eager)
+_DIVIDES = "floordiv mod remainder fmod".split()
+
+SCALAR_OPS: dict[str, ScalarOp] = {
+    r.name: ScalarOp(
+        r.name,
+        r.arity,
+        r.predicate,
+        _TORCH.get(r.name, r.name),
+        _TRITON[r.name],
+        r.name in _DIVIDES,
+    )
+    for r in _ROWS
+}
 
 
-def _dtypes(op: Operation) -> list:
-    values = [a for a in op.args if isinstance(a, Value)]
-    if len(values) != len(op.args):
-        raise VerifyError(f"'{op.name}' takes SSA values only", op.loc)
-    return [v.type.dtype for v in values]
+def op_classes(operands: Constraint, results: Constraint) -> dict[int, type[Op]]:
+    """The op class of each arity, over values of the `operands` types (scalars in loop bodies,
+    blocks or scalars in kernels)."""
+
+    class Unary(Op):
+        x = operand(operands)
+        result = result(results)
+
+    class Binary(Op):
+        a = operand(operands)
+        b = operand(operands)
+        result = result(results)
+
+    class Where(Op):
+        condition = operand(operands)
+        a = operand(operands)
+        b = operand(operands)
+        result = result(results)
+
+    return {1: Unary, 2: Binary, 3: Where}
 
 
-def verify_scalar_op(op: Operation) -> None:
-    """Operands share one dtype (promotion is explicit); the result is that dtype, or b8."""
-    spec = SCALAR_OPS[op.name.split(".", 1)[1]]
-    dtypes = _dtypes(op)
+_BODY_CLASSES = op_classes(SCALAR, SCALAR)
+
+
+def result_dtype(op: Operation, dtypes: list[dt.DType]) -> dt.DType:
+    """The scalar rule: operands share one dtype (promotion is explicit; where's condition is
+    b8), the result is that dtype, or b8 for a predicate. `dtypes` are the operands'."""
+    spec = SCALAR_OPS[op.kind]
     if spec.name == "where":
-        if dtypes[0] != torch.bool:
+        if dtypes[0] != dt.b8:
             raise VerifyError(
-                f"type mismatch: '{op.name}' condition must be b8, got {dtype_name(dtypes[0])}",
-                op.loc,
+                f"type mismatch: '{op.name}' condition must be b8, got {dtypes[0]}", op.loc
             )
         dtypes = dtypes[1:]
     if len(set(dtypes)) > 1:
-        names = ", ".join(dtype_name(d) for d in dtypes)
+        names = ", ".join(d.name for d in dtypes)
         raise VerifyError(
             f"type mismatch: '{op.name}' operands have different dtypes ({names})", op.loc
         )
-    expected = torch.bool if spec.result == "bool" else dtypes[0]
-    result = op.result.type
-    if not isinstance(result, ScalarType) or result.dtype != expected:
+    return dt.b8 if spec.predicate else dtypes[0]
+
+
+def _verify_scalar(op: Operation) -> None:
+    expected = result_dtype(op, [v.type.dtype for v in op.operands])
+    if op.result.type.dtype != expected:
         raise VerifyError(
-            f"type mismatch: '{op.name}' gives {dtype_name(expected)}, declared {result}", op.loc
+            f"type mismatch: '{op.name}' gives {expected}, declared {op.result.type}", op.loc
         )
 
 
-def register_scalar_ops(dialect: Dialect) -> None:
+def register_scalar_ops(
+    dialect: Dialect,
+    classes: dict[int, type[Op]] = _BODY_CLASSES,
+    verify: Verifier = _verify_scalar,
+    summary: str = "A scalar op: operands of one dtype, the result of it (b8 for predicates)",
+) -> None:
     """Register every scalar op under `dialect`'s prefix (`loops.add`, `scheduled.add`, ...)."""
-    names = ("a", "b", "c")
     for spec in SCALAR_OPS.values():
-        dialect.op(spec.name, args=names[: spec.arity], verify=verify_scalar_op)
+        dialect.add(spec.name, classes[spec.arity], verify=verify, summary=summary)

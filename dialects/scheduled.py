@@ -1,91 +1,116 @@
 """The scheduled dialect: Inductor's scheduler nodes with MemoryDeps. See docs/IR.md.
 
-A MemoryDep is the tuple `("buf0", index, {d0: 4, d1: 128})`: buffer name, flat index over the
-dep's own variables, and their ranges.
+A MemoryDep is the tuple `(%buf0, index, {d0: 4, d1: 128})`: the buffer, the flat index over
+the dep's own variables, and their ranges. A node (or an extern call) names the buffers it
+writes, its own results, in its `writes` and in its body's stores.
 """
 
 from __future__ import annotations
 
-from mind.ir.core import Operation
-from mind.ir.registry import Dialect, VerifyError, register_dialect, terminated_by
+from mind.ir.constraints import (
+    DEVICE,
+    INDEX,
+    LAID_OUT,
+    NONE,
+    SCALAR,
+    STR,
+    TENSOR,
+    dict_of,
+    list_of,
+    one_of,
+    tuple_of,
+    value,
+)
+from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, var_results
+from mind.ir.registry import Dialect, VerifyError, register_dialect
 
-from .loops import register_body_ops, verify_reinterpret
-from .scalar_ops import REDUCTION_TYPES
+from .common import Call, add_graph_ops, add_memory_ops
+from .loops import ORIGINS, register_body_ops
+from .reductions import KINDS, REDUCTIONS
 
-
-def _verify_deps(op: Operation) -> None:
-    for key in ("writes", "met", "unmet"):
-        for dep in op.attrs.get(key, []):
-            if not (
-                isinstance(dep, tuple)
-                and len(dep) == 3
-                and isinstance(dep[0], str)
-                and isinstance(dep[2], dict)
-            ):
-                raise VerifyError(
-                    f"'{op.name}' {key} entry must be (buffer, index, {{var: size}}), got {dep!r}",
-                    op.loc,
-                )
-
-
-def _verify_node(op: Operation) -> None:
-    _verify_deps(op)
-    sizes = op.attrs["sizes"]
-    if not (
-        isinstance(sizes, tuple) and len(sizes) == 2 and all(isinstance(s, list) for s in sizes)
-    ):
-        raise VerifyError("'scheduled.node' sizes must be ([x sizes], [r sizes])", op.loc)
-    if len(op.attrs["writes"]) != len(op.results):
-        raise VerifyError("'scheduled.node' needs one write per result", op.loc)
+#: a MemoryDep: (buffer, flat index over its variables, {variable: range})
+DEP = tuple_of(value(TENSOR), INDEX, dict_of(STR, INDEX))
+DEPS = list_of(DEP)
 
 
-def _verify_reduction(op: Operation) -> None:
-    if op.attrs["reduction_type"] not in REDUCTION_TYPES:
-        raise VerifyError(f"unknown reduction_type '{op.attrs['reduction_type']}'", op.loc)
+class Node(Op):
+    """One kernel's worth of loops: iterates p0.. over the x sizes, then the r sizes"""
+
+    sizes = attr(tuple_of(list_of(INDEX), list_of(INDEX)))
+    device = attr(DEVICE | NONE)
+    origins = opt_attr(ORIGINS)
+    writes = attr(DEPS)
+    unmet = attr(DEPS)
+    met = attr(DEPS)
+    buffers = var_results(LAID_OUT)
+    body = region()
+
+
+class Extern(Call):
+    """An ATen call with its own kernel (extern or fallback)"""
+
+    origins = opt_attr(ORIGINS)
+    writes = attr(DEPS)
+    unmet = attr(DEPS)
+    met = attr(DEPS)
+
+
+class Reduction(Op):
+    """Reduce over the node's r dims; one value per x position (two for online_softmax)"""
+
+    value = operand(SCALAR)
+    reduction_type = attr(one_of(*KINDS))
+    reduced = var_results(SCALAR)
+
+
+def _verify_reduction(op: Reduction) -> None:
+    count = REDUCTIONS[op.reduction_type].results
+    if len(op.results) != count:
+        raise VerifyError(
+            f"'{op.name}' {op.reduction_type} gives {count} values, not {len(op.results)}", op.loc
+        )
+
+
+class Store(Op):
+    """Write one element of a buffer the node produces"""
+
+    buffer = operand(LAID_OUT)
+    index = arg(INDEX)
+    value = operand(SCALAR)
+
+
+def _verify_writes(op: Node | Extern) -> None:
+    """One write per tensor result, in order: each names the result it writes (an extern's
+    other results, a token or a size, are no buffers)."""
+    written = [dep[0] for dep in op.writes]
+    buffers = [r for r in op.results if TENSOR(r.type)]
+    if written != buffers:
+        names = ", ".join(f"%{v.name}" for v in written)
+        raise VerifyError(
+            f"'{op.name}' writes [{names}] but produces "
+            f"[{', '.join('%' + r.name for r in buffers)}]",
+            op.loc,
+        )
+
+
+def _verify_node(op: Node) -> None:
+    _verify_writes(op)
+    own = set(op.results)
+    for inner in op.body.ops:
+        if isinstance(inner, Store) and inner.buffer not in own:
+            raise VerifyError(
+                f"'{inner.name}' writes '%{inner.buffer.name}', which its node does not produce",
+                inner.loc,
+            )
 
 
 SCHEDULED = register_dialect(Dialect("scheduled"))
-SCHEDULED.op(
-    "graph",
-    results=0,
-    regions=1,
-    symbol=True,
-    signature=True,
-    verify=terminated_by("scheduled.output"),
+add_graph_ops(SCHEDULED)
+SCHEDULED.add("node", Node, symbol=True, own_results=True, verify=_verify_node)
+SCHEDULED.add(
+    "extern", Extern, symbol=True, own_results=True, open_attrs=True, verify=_verify_writes
 )
-SCHEDULED.op("output", variadic=True, results=0)
-SCHEDULED.op(
-    "node",
-    results=None,
-    regions=1,
-    symbol=True,
-    attrs=("sizes", "writes", "met", "unmet"),
-    verify=_verify_node,
-    summary="one kernel's worth of loops",
-)
-SCHEDULED.op(
-    "extern",
-    variadic=True,
-    results=None,
-    symbol=True,
-    attrs=("writes", "met", "unmet"),
-    verify=_verify_deps,
-    summary="an ATen call with its own kernel",
-)
-SCHEDULED.op(
-    "reinterpret",
-    args=("buffer",),
-    attrs=("offset",),
-    verify=verify_reinterpret,
-    summary="a buffer's memory with other sizes, strides and offset (no kernel)",
-)
-SCHEDULED.op("constant_tensor", symbol=True, attrs=("data",))
+add_memory_ops(SCHEDULED, "A buffer's memory with other sizes, strides and offset (no kernel)")
 register_body_ops(SCHEDULED)
-SCHEDULED.op(
-    "reduction",
-    args=("value",),
-    attrs=("reduction_type",),
-    verify=_verify_reduction,
-    summary="reduce over the node's r dims; one value per x position",
-)
-SCHEDULED.op("store", args=("buffer", "index", "value"), results=0, summary="write one element")
+SCHEDULED.add("reduction", Reduction, verify=_verify_reduction)
+SCHEDULED.add("store", Store)

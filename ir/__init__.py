@@ -3,18 +3,18 @@
 from .attributes import PyCall, PyRef, format_attr
 from .core import Block, Module, Operation, Region, Value, iter_values, map_values
 from .diagnostics import Diagnostic, Location, MindError
+from .dtypes import DTYPES, Device, DType
+from .opdef import Op, OpDecl, OpDef
 from .printer import Printer, print_module, print_op
-from .registry import DIALECTS, Dialect, OpDef, VerifyError, lookup_op, register_dialect
+from .registry import DIALECTS, Dialect, VerifyError, lookup_op, register_dialect
 from .symbols import as_int_like, sym
 from .types import (
-    DTYPES,
     OpaqueType,
     ScalarType,
     SymType,
     TensorType,
     Type,
     contiguous_strides,
-    dtype_name,
 )
 from .verifier import verify
 
@@ -22,11 +22,15 @@ __all__ = [
     "DIALECTS",
     "DTYPES",
     "Block",
+    "DType",
+    "Device",
     "Diagnostic",
     "Dialect",
     "Location",
     "MindError",
     "Module",
+    "Op",
+    "OpDecl",
     "OpDef",
     "OpaqueType",
     "Operation",
@@ -42,7 +46,6 @@ __all__ = [
     "VerifyError",
     "as_int_like",
     "contiguous_strides",
-    "dtype_name",
     "format_attr",
     "iter_values",
     "lookup_op",

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
-import torch
 
 from .core import Value
-from .types import Type, dtype_name, format_device
+from .dtypes import Device, DType
+from .types import Type
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -85,8 +85,8 @@ _PRINTERS: list[tuple[type | tuple[type, ...], Callable[..., str]]] = [
     (list, lambda v, f, n: _format_seq(v, "[", "]", f)),
     (tuple, lambda v, f, n: _format_seq(v, "(", ")", f)),
     (dict, lambda v, f, n: "{" + ", ".join(f"{format_key(k)}: {f(x)}" for k, x in v.items()) + "}"),
-    (torch.dtype, lambda v, f, n: dtype_name(v)),
-    (torch.device, lambda v, f, n: format_device(v)),
+    (DType, lambda v, f, n: v.name),
+    (Device, lambda v, f, n: str(v)),
     (sympy.Expr, lambda v, f, n: str(v)),
     (PyRef, lambda v, f, n: str(v)),
     (PyCall, lambda v, f, n: f"@{v.path}(" + ", ".join(f(a) for a in v.args) + ")"),

@@ -1,30 +1,54 @@
-"""The IR's data structures: SSA values, operations, blocks, regions and the module.
+"""The IR's data structures: SSA values with their users, operations, blocks, regions, the module,
+and the rewrite primitives passes are written with (clone with a value map, replace all uses,
+erase).
 
 An operation's positional `args` and named `attrs` hold plain attribute values (ints, floats,
 strings, lists, dtypes, sympy expressions, ...) and `Value`s, nested anywhere; its operands are
 the values found there, in order. That one shape serves every dialect: an ATen call
 `aten.sum.dim_IntList(%mul, [-1])` and a loop-body load `loops.load(%arg0_1, 128*p0 + p1)` alike.
+Each dialect declares what its ops hold (ir/opdef.py) and reads it through named accessors.
+
+`args` is a tuple and `attrs` a read-only mapping: every change goes through the op (a field
+accessor, `set_arg`, `set_attr`, `replace_values`), which keeps each value's `users` exact.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar
 
 from .diagnostics import Location
 from .types import Type
 
 
 class Value:
-    """An SSA value: an operation's result or a block argument, named as torch named it."""
+    """An SSA value: an operation's result or a block argument, named as torch named it.
+    `users` are the ops that hold it in their args or attrs (an ordered set)."""
+
+    __slots__ = ("name", "type", "owner", "users")
 
     def __init__(self, name: str, type: Type, owner: Operation | Block | None = None):
         self.name = name
         self.type = type
         self.owner = owner
+        self.users: dict[Operation, None] = {}
+
+    def replace_all_uses_with(self, new: Any) -> None:
+        """Every user holds `new` (a value or an attribute value) where it held this value."""
+        for user in list(self.users):
+            user.replace_values(lambda v: new if v is self else v)
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"
+
+
+def fresh_name(base: str, taken: Callable[[str], bool]) -> str:
+    """`base`, else `base_1`, `base_2`, ...: the first name `taken` says is free."""
+    name, n = base, 0
+    while taken(name):
+        n += 1
+        name = f"{base}_{n}"
+    return name
 
 
 def map_values(item: Any, fn: Callable[[Value], Any]) -> Any:
@@ -51,15 +75,58 @@ def iter_values(item: Any) -> Iterator[Value]:
             yield from iter_values(x)
 
 
+def _plain(item: Any) -> bool:
+    """Holds no value (an int, an index expression, a string, ...), as far as a glance tells."""
+    return not isinstance(item, Value | list | tuple | dict)
+
+
+def _collect(item: Any, out: list[Value]) -> None:
+    """iter_values into a list, without generators (it runs on every op change)."""
+    if isinstance(item, Value):
+        out.append(item)
+    elif isinstance(item, list | tuple):
+        for x in item:
+            if isinstance(x, Value):
+                out.append(x)
+            elif isinstance(x, list | tuple | dict):
+                _collect(x, out)
+    elif isinstance(item, dict):
+        for x in item.values():
+            _collect(x, out)
+
+
+#: op name -> the Operation subclass declaring it; filled by the registry (ir/registry.py)
+OpClassResolver = Callable[[str], type["Operation"]]
+
+
+class Attrs(dict):
+    """An op's attributes: a dict that refuses changes made around the op (they would bypass
+    its use lists); the op itself changes it with dict's own methods."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("an op's attributes change through the op: set_attr, del_attr, fields")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _refuse  # type: ignore[assignment]
+
+
 class Operation:
     """One operation. `symbol` is the optional `@name` after the op name (a graph's or kernel's
-    name, an fx call target)."""
+    name, an fx call target). `Operation(name, ...)` builds the class the op's dialect declares
+    for `name`, so an op has its named accessors however it was made (parser, pass, clone)."""
+
+    #: set by the registry: finds (and loads) the class for an op name
+    resolve_class: ClassVar[OpClassResolver | None] = None
+
+    def __new__(cls, name: str, *args: Any, **kwargs: Any) -> Operation:
+        if cls is Operation and Operation.resolve_class is not None:
+            cls = Operation.resolve_class(name)
+        return super().__new__(cls)
 
     def __init__(
         self,
         name: str,
-        args: list[Any] | None = None,
-        attrs: dict[str, Any] | None = None,
+        args: list[Any] | tuple[Any, ...] | None = None,
+        attrs: Mapping[str, Any] | None = None,
         result_types: list[Type] | None = None,
         result_names: list[str] | None = None,
         regions: list[Region] | None = None,
@@ -67,8 +134,10 @@ class Operation:
         loc: Location | None = None,
     ):
         self.name = name
-        self.args = list(args or [])
-        self.attrs = dict(attrs or {})
+        self._args: tuple[Any, ...] = tuple(args or ())
+        self._attrs = Attrs(attrs or {})
+        self._operands: tuple[Value, ...] = ()
+        self._link()
         types = list(result_types or [])
         names = list(result_names or [f"{name.rsplit('.', 1)[-1]}_{i}" for i in range(len(types))])
         self.results = [Value(n, t, self) for n, t in zip(names, types)]
@@ -79,6 +148,75 @@ class Operation:
         self.loc = loc
         self.parent: Block | None = None
 
+    # -- operands and use lists --------------------------------------------------------------
+    def _link(self) -> None:
+        found: list[Value] = []
+        _collect(self._args, found)
+        if self._attrs:
+            _collect(self._attrs, found)
+        self._operands = tuple(found)
+        for value in found:
+            value.users[self] = None
+
+    def _unlink(self) -> None:
+        for value in self._operands:
+            value.users.pop(self, None)
+        self._operands = ()
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        return self._args
+
+    @args.setter
+    def args(self, args: list[Any] | tuple[Any, ...]) -> None:
+        self._unlink()
+        self._args = tuple(args)
+        self._link()
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        """Read-only: change attributes with `set_attr`, `del_attr` or the op's accessors."""
+        return self._attrs
+
+    @attrs.setter
+    def attrs(self, attrs: Mapping[str, Any]) -> None:
+        self._unlink()
+        self._attrs = Attrs(attrs)
+        self._link()
+
+    def set_arg(self, index: int, value: Any) -> None:
+        args = list(self._args)
+        old, args[index] = args[index], value
+        if _plain(old) and _plain(value):  # no value comes or goes: the users stay
+            self._args = tuple(args)
+        else:
+            self.args = args
+
+    def set_attr(self, key: str, value: Any) -> None:
+        if _plain(value) and _plain(self._attrs.get(key)):
+            dict.__setitem__(self._attrs, key, value)
+            return
+        self._unlink()
+        dict.__setitem__(self._attrs, key, value)
+        self._link()
+
+    def del_attr(self, key: str) -> None:
+        if key in self._attrs:
+            self._unlink()
+            dict.__delitem__(self._attrs, key)
+            self._link()
+
+    @property
+    def operands(self) -> tuple[Value, ...]:
+        """The values in args then attrs, in order (repeats included)."""
+        return self._operands
+
+    def replace_values(self, fn: Callable[[Value], Any]) -> None:
+        self._unlink()
+        self._args = map_values(self._args, fn)
+        self._attrs = Attrs(map_values(dict(self._attrs), fn))
+        self._link()
+
     # -- structure -------------------------------------------------------------------------
     @property
     def result(self) -> Value:
@@ -86,12 +224,13 @@ class Operation:
         return self.results[0]
 
     @property
-    def operands(self) -> list[Value]:
-        return [*iter_values(self.args), *iter_values(self.attrs)]
-
-    @property
     def dialect(self) -> str:
         return self.name.split(".", 1)[0]
+
+    @property
+    def kind(self) -> str:
+        """The op's name without its dialect (`load` for `scheduled.load`)."""
+        return self.name.split(".", 1)[1]
 
     @property
     def body(self) -> Block:
@@ -103,10 +242,6 @@ class Operation:
         self.regions.append(region)
         return region
 
-    def replace_values(self, fn: Callable[[Value], Any]) -> None:
-        self.args = map_values(self.args, fn)
-        self.attrs = map_values(self.attrs, fn)
-
     def walk(self) -> Iterator[Operation]:
         """This op and every op nested in its regions, in textual order."""
         yield self
@@ -114,10 +249,52 @@ class Operation:
             for op in region.block.ops:
                 yield from op.walk()
 
+    def ancestor_in(self, block: Block) -> Operation | None:
+        """The op of `block` that is this op or holds it in a region, or None."""
+        op: Operation | None = self
+        while op is not None and op.parent is not block:
+            region = op.parent.parent if op.parent is not None else None
+            op = region.parent if region is not None else None
+        return op
+
+    # -- rewriting -------------------------------------------------------------------------
+    def clone(self, vmap: dict[Value, Any] | None = None, name: str | None = None) -> Operation:
+        """A copy (regions included) with operands mapped through `vmap` (values it lacks stay)
+        and named `name` if given; maps this op's results (and block arguments) to the copy's,
+        in `vmap`, so that cloning ops in order rewires them."""
+        vmap = {} if vmap is None else vmap
+        new = Operation(
+            name or self.name,
+            result_types=[r.type for r in self.results],
+            result_names=[r.name for r in self.results],
+            symbol=self.symbol,
+            loc=self.loc,
+        )
+        vmap.update(zip(self.results, new.results))  # an op may name its own results
+        for region in self.regions:
+            new.add_region(region.clone(vmap))
+
+        def remap(v: Value) -> Any:
+            return vmap.get(v, v)
+
+        new._args = map_values(self._args, remap)
+        new._attrs = Attrs(map_values(dict(self._attrs), remap))
+        new._link()
+        return new
+
+    def replace_by(self, values: list[Any]) -> None:
+        """Every use of each result becomes the matching value, then this op is erased."""
+        for result, value in zip(self.results, values, strict=True):
+            result.replace_all_uses_with(value)
+        self.erase()
+
     def erase(self) -> None:
-        assert self.parent is not None
-        self.parent.ops.remove(self)
-        self.parent = None
+        """Detach from the block and drop every operand reference (nested ops' too). Its results
+        must have no users left that stay in the IR (the verifier would report them)."""
+        if self.parent is not None:
+            self.parent.remove(self)
+        for op in self.walk():
+            op._unlink()
 
     def __repr__(self) -> str:
         from .printer import print_op
@@ -126,7 +303,8 @@ class Operation:
 
 
 class Block:
-    """A straight-line list of operations with optional arguments (a graph's inputs)."""
+    """A straight-line list of operations with optional arguments (a graph's inputs). Change the
+    list through the methods here, which keep `parent` links."""
 
     def __init__(self, args: list[Value] | None = None, ops: list[Operation] | None = None):
         self.args: list[Value] = []
@@ -152,6 +330,26 @@ class Block:
         self.ops.insert(self.ops.index(anchor), op)
         return op
 
+    def insert_after(self, anchor: Operation, op: Operation) -> Operation:
+        op.parent = self
+        self.ops.insert(self.ops.index(anchor) + 1, op)
+        return op
+
+    def remove(self, op: Operation) -> None:
+        """Take `op` out of the block without touching its operands (see Operation.erase)."""
+        self.ops.remove(op)
+        op.parent = None
+
+    def reorder(self, ops: list[Operation]) -> None:
+        """The same ops in another order."""
+        assert len(ops) == len(self.ops) and set(ops) == set(self.ops)
+        self.ops[:] = ops
+
+    def clone(self, vmap: dict[Value, Any]) -> Block:
+        args = [Value(a.name, a.type) for a in self.args]
+        vmap.update(zip(self.args, args))
+        return Block(args, [op.clone(vmap) for op in self.ops])
+
     @property
     def terminator(self) -> Operation | None:
         return self.ops[-1] if self.ops else None
@@ -161,9 +359,20 @@ class Region:
     """A region holds one block: mind's graphs and loop bodies have no control flow."""
 
     def __init__(self, block: Block | None = None):
-        self.block = block or Block()
-        self.block.parent = self
         self.parent: Operation | None = None
+        self.block = block or Block()
+
+    @property
+    def block(self) -> Block:
+        return self._block
+
+    @block.setter
+    def block(self, block: Block) -> None:
+        block.parent = self
+        self._block = block
+
+    def clone(self, vmap: dict[Value, Any]) -> Region:
+        return Region(self.block.clone(vmap))
 
 
 class Module:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from .attributes import format_attr, format_key
-from .core import Block, Module, Operation, Value
+from .core import Block, Module, Operation, Value, fresh_name
 from .registry import lookup_op
 
 _VALUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*$")
@@ -33,10 +33,7 @@ class Printer:
     def name(self, value: Value) -> str:
         if value not in self.names:
             base = value.name if _VALUE_NAME.match(value.name) else "v"
-            name, n = base, 0
-            while any(name in scope for scope in self.scopes):
-                n += 1
-                name = f"{base}_{n}"
+            name = fresh_name(base, lambda n: any(n in scope for scope in self.scopes))
             self.scopes[-1].add(name)
             self.names[value] = name
         return self.names[value]
@@ -55,7 +52,7 @@ class Printer:
             text += " @" + (op.symbol if _SYMBOL.match(op.symbol) else format_attr(op.symbol))
         if not self.generic and opdef is not None and opdef.signature and op.regions:
             text += "(" + ", ".join(f"%{self.name(a)}: {a.type}" for a in op.body.args) + ")"
-        elif self.generic or op.args or opdef is None or opdef.args or opdef.variadic:
+        elif self.generic or op.args or opdef is None or opdef.decl.args:
             text += "(" + ", ".join(self.attr(a) for a in op.args) + ")"
         if op.attrs:
             text += (

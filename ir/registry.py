@@ -1,36 +1,16 @@
-"""Operation definitions and the dialect registry. The core holds the mechanism; each dialect
-module registers its own operations on import."""
+"""The dialect registry. The core holds the mechanism; each dialect module registers its op
+classes (ir/opdef.py) on import, and is imported the first time one of its ops is needed."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .core import Operation
 from .diagnostics import MindError
-
-Verifier = Callable[[Operation], None]
-
-
-@dataclass(frozen=True)
-class OpDef:
-    """What an operation must look like. `args` names the positional arguments (the last may be
-    variadic when `variadic` is set); `results` is a count, or None for any number."""
-
-    name: str
-    args: tuple[str, ...] = ()
-    optional_args: int = 0
-    variadic: bool = False
-    results: int | None = 1
-    regions: int = 0
-    attrs: tuple[str, ...] = ()
-    symbol: bool = False
-    signature: bool = False
-    verify: Verifier | None = None
-    summary: str = ""
-
-    def arg_index(self, name: str) -> int:
-        return self.args.index(name)
+from .opdef import Op, OpDef
 
 
 @dataclass
@@ -41,10 +21,24 @@ class Dialect:
     ops: dict[str, OpDef] = field(default_factory=dict)
     resolve: Callable[[str], OpDef | None] | None = None
 
-    def op(self, name: str, **kwargs) -> OpDef:
-        opdef = OpDef(f"{self.name}.{name}", **kwargs)
+    def add(self, name: str, cls: type[Operation] = Op, **traits: Any) -> OpDef:
+        """Register `cls` as `<dialect>.<name>`; one class may serve several dialects (the
+        scalar ops of loop bodies). `traits` are OpDef's fields (symbol, verify, ...)."""
+        traits.setdefault("summary", _first_line(cls.__doc__) if cls is not Op else "")
+        decl = getattr(cls, "decl", None)
+        opdef = OpDef(f"{self.name}.{name}", decl or OpDef.decl, cls, **traits)
         self.ops[opdef.name] = opdef
+        _OPDEFS.pop(opdef.name, None)
         return opdef
+
+    def op(self, name: str, **traits: Any) -> Callable[[type[Operation]], type[Operation]]:
+        """Class decorator form of `add`."""
+
+        def register(cls: type[Operation]) -> type[Operation]:
+            self.add(name, cls, **traits)
+            return cls
+
+        return register
 
     def lookup(self, name: str) -> OpDef | None:
         if name in self.ops:
@@ -52,7 +46,14 @@ class Dialect:
         return self.resolve(name) if self.resolve else None
 
 
+def _first_line(doc: str | None) -> str:
+    return doc.strip().splitlines()[0].rstrip(".") if doc else ""
+
+
 DIALECTS: dict[str, Dialect] = {}
+#: dialect name -> the module that registers it, imported the first time the dialect is needed
+#: (reading loops IR must not load torch, which the fx and aten dialects import)
+DIALECT_MODULES: dict[str, str] = {}
 
 
 def register_dialect(dialect: Dialect) -> Dialect:
@@ -60,28 +61,43 @@ def register_dialect(dialect: Dialect) -> Dialect:
     return dialect
 
 
+def dialect_module(name: str, module: str) -> None:
+    """Say which module defines dialect `name`; it is imported on the dialect's first lookup."""
+    DIALECT_MODULES[name] = module
+
+
+def lookup_dialect(name: str) -> Dialect | None:
+    if name not in DIALECTS and name in DIALECT_MODULES:
+        importlib.import_module(DIALECT_MODULES[name])
+    return DIALECTS.get(name)
+
+
+def all_dialects() -> list[Dialect]:
+    """Every known dialect, each loaded."""
+    return [d for d in map(lookup_dialect, DIALECT_MODULES) if d is not None]
+
+
+_OPDEFS: dict[str, OpDef] = {}
+
+
 def lookup_op(name: str) -> OpDef | None:
-    dialect = DIALECTS.get(name.split(".", 1)[0])
-    return dialect.lookup(name) if dialect else None
+    opdef = _OPDEFS.get(name)
+    if opdef is None:
+        dialect = lookup_dialect(name.split(".", 1)[0])
+        opdef = dialect.lookup(name) if dialect else None
+        if opdef is not None:
+            _OPDEFS[name] = opdef
+    return opdef
+
+
+def op_class(name: str) -> type[Operation]:
+    """The class an op named `name` is built as (Operation when nothing declares it)."""
+    opdef = lookup_op(name)
+    return Operation if opdef is None else opdef.cls
+
+
+Operation.resolve_class = op_class
 
 
 class VerifyError(MindError):
     """Raised by a verifier; carries the failing op's location."""
-
-
-def terminated_by(terminator: str) -> Verifier:
-    """A verifier for graph-like ops: the body must end with `terminator` (e.g. `aten.output`)."""
-
-    def verify(op: Operation) -> None:
-        last = op.body.terminator
-        if last is None or last.name != terminator:
-            raise VerifyError(f"'{op.name}' must end with '{terminator}'", op.loc)
-
-    return verify
-
-
-def arg(op: Operation, name: str):
-    """The positional argument `name` of `op`, by its OpDef."""
-    opdef = lookup_op(op.name)
-    assert opdef is not None, op.name
-    return op.args[opdef.arg_index(name)]

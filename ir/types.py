@@ -4,36 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
+from .dtypes import Device, DType
 from .symbols import IntLike, format_expr
-
-#: short dtype names as torch prints them in graph annotations
-DTYPES: dict[str, torch.dtype] = {
-    "f16": torch.float16,
-    "bf16": torch.bfloat16,
-    "f32": torch.float32,
-    "f64": torch.float64,
-    "i8": torch.int8,
-    "i16": torch.int16,
-    "i32": torch.int32,
-    "i64": torch.int64,
-    "u8": torch.uint8,
-    "b8": torch.bool,
-    "c64": torch.complex64,
-    "c128": torch.complex128,
-    "f8e4m3fn": torch.float8_e4m3fn,
-    "f8e5m2": torch.float8_e5m2,
-    "c32": torch.complex32,
-    "u16": torch.uint16,
-    "u32": torch.uint32,
-    "u64": torch.uint64,
-}
-DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return DTYPE_NAMES[dtype]
 
 
 class Type:
@@ -42,27 +14,27 @@ class Type:
 
 @dataclass(frozen=True)
 class ScalarType(Type):
-    dtype: torch.dtype
+    dtype: DType
 
     def __str__(self) -> str:
-        return dtype_name(self.dtype)
+        return self.dtype.name
 
 
 @dataclass(frozen=True)
 class TensorType(Type):
     """Sizes are ints or sympy expressions; strides and device are None where a stage does not know them."""
 
-    dtype: torch.dtype
+    dtype: DType
     shape: tuple[IntLike, ...]
     strides: tuple[IntLike, ...] | None = None
-    device: torch.device | None = None
+    device: Device | None = None
 
     def __str__(self) -> str:
-        text = f"{dtype_name(self.dtype)}[{', '.join(map(format_expr, self.shape))}]"
+        text = f"{self.dtype.name}[{', '.join(map(format_expr, self.shape))}]"
         if self.strides is not None:
             text += f"[{', '.join(map(format_expr, self.strides))}]"
         if self.device is not None:
-            text += format_device(self.device)
+            text += str(self.device)
         return text
 
     @property
@@ -90,8 +62,12 @@ class OpaqueType(Type):
         return f"!{self.name}"
 
 
-def format_device(device: torch.device) -> str:
-    return str(device)
+def size_symbols(t: Type) -> set[str]:
+    """The names of the size symbols a type holds (in its sizes and strides, or its expression)."""
+    exprs = [t.expr] if isinstance(t, SymType) else []
+    if isinstance(t, TensorType):
+        exprs = [*t.shape, *(t.strides or ())]
+    return {s.name for e in exprs if not isinstance(e, int) for s in e.free_symbols}
 
 
 def contiguous_strides(shape: tuple[IntLike, ...]) -> tuple[IntLike, ...]:

@@ -6,16 +6,16 @@ from __future__ import annotations
 import torch
 
 import mind
-from mind.backend import PIPELINE
-from mind.dialects.triton_emit import emit
+from mind.options import PIPELINE
 from mind.passes.manager import make_pass
+from mind.target.triton import emit
 
 #: the pipeline in stages: the passes that end at each printed stage
 STAGES = (
     ("to-aten",),
     ("lower",),
     ("realize", "inline"),
-    ("schedule", "fuse", "merge-loops"),
+    ("schedule", "fuse", "merge-loops", "online-softmax"),
     ("to-triton",),
 )
 

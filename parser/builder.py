@@ -7,14 +7,14 @@ import keyword
 from typing import Any
 
 import sympy
-import torch
 from lark import Token, Tree
 from mind.ir.attributes import PyCall, PyRef
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Location, MindError
+from mind.ir.dtypes import DTYPES, Device, DType
 from mind.ir.registry import lookup_op
 from mind.ir.symbols import as_int_like, sym
-from mind.ir.types import DTYPES, OpaqueType, ScalarType, SymType, TensorType, Type
+from mind.ir.types import OpaqueType, ScalarType, SymType, TensorType, Type
 
 #: functions an index expression may call
 EXPR_FUNCTIONS = {
@@ -82,13 +82,6 @@ class Builder:
         opdef = lookup_op(str(name_token))
         if opdef is None:
             raise self.error(f"unknown operation '{name_token}'", name_token)
-        args, block_args = self.arglist(parts.get("arglist"))
-        if block_args and not opdef.signature:
-            raise self.error(f"'{name_token}' takes no typed block arguments", parts["arglist"])
-        attrs = {
-            self.key(e.children[0]): self.attr(e.children[1])
-            for e in _children(parts.get("attrdict"))
-        }
         types = [self.type(t) for t in _children(parts.get("result_types"))]
         result_tokens = _children(parts.get("results"))
         if len(types) != len(result_tokens):
@@ -99,13 +92,21 @@ class Builder:
         symbol = self.symbol(parts["symbol"]) if "symbol" in parts else None
         op = Operation(
             str(name_token),
-            args,
-            attrs,
-            types,
-            [t[1:] for t in result_tokens],
+            result_types=types,
+            result_names=[t[1:] for t in result_tokens],
             symbol=symbol,
             loc=self.loc(name_token),
         )
+        if opdef.own_results:  # its attributes and body name the buffers it writes
+            self.define_results(result_tokens, op)
+        args, block_args = self.arglist(parts.get("arglist"))
+        if block_args and not opdef.signature:
+            raise self.error(f"'{name_token}' takes no typed block arguments", parts["arglist"])
+        op.args = args
+        op.attrs = {
+            self.key(e.children[0]): self.attr(e.children[1])
+            for e in _children(parts.get("attrdict"))
+        }
         regions = [c for c in tree.children if _is_region(c)]
         for i, region_tree in enumerate(regions):
             self.scopes.append({})
@@ -126,9 +127,13 @@ class Builder:
             op.add_region(Region(block))
         if block_args and not regions:
             raise self.error(f"'{name_token}' has typed arguments but no region", name_token)
-        for token, result in zip(result_tokens, op.results):
-            self.define(token, result)
+        if not opdef.own_results:
+            self.define_results(result_tokens, op)
         return op
+
+    def define_results(self, tokens: list[Token], op: Operation) -> None:
+        for token, result in zip(tokens, op.results):
+            self.define(token, result)
 
     def arglist(self, tree: Tree | None) -> tuple[list[Any], list[tuple[Token, Type]]]:
         args, block_args = [], []
@@ -211,7 +216,7 @@ class Builder:
         return _EXPR_RULES[kind](*(self._expr(k) for k in kids))
 
     # -- types ---------------------------------------------------------------------------
-    def dtype(self, token: Token) -> torch.dtype:
+    def dtype(self, token: Token) -> DType:
         if str(token) not in DTYPES:
             raise self.error(f"unknown dtype '{token}'", token)
         return DTYPES[str(token)]
@@ -236,14 +241,8 @@ class Builder:
                 if len(strides) != len(shape):
                     raise self.error(f"{len(shape)} sizes but {len(strides)} strides", extra)
             elif extra is not None:
-                device = self.device(extra)
+                device = Device.parse(str(extra))
         return TensorType(self.dtype(kids[0]), shape, strides, device)
-
-    def device(self, token: Token) -> torch.device:
-        try:
-            return torch.device(str(token))
-        except (RuntimeError, ValueError) as exc:
-            raise self.error(f"invalid device '{token}': {exc}", token) from None
 
     def dims(self, tree: Tree) -> tuple:
         dims = tuple(as_int_like(self.expr(k)) for k in tree.children if k is not None)
@@ -287,7 +286,7 @@ _ATTR_RULES = {
     "pycall": lambda b, t: PyCall(
         str(t.children[0])[1:], tuple(b.attr(k) for k in t.children[1:] if k is not None)
     ),
-    "device": lambda b, t: b.device(t.children[0]),
+    "device": lambda b, t: Device.parse(str(t.children[0])),
     "type_attr": lambda b, t: b.type(t.children[0]),
     "list": lambda b, t: [b.attr(k) for k in t.children if k is not None],
     "dict": lambda b, t: {

@@ -15,37 +15,39 @@ import itertools
 from dataclasses import dataclass, field
 
 import sympy
-import torch
-from mind.dialects.loops import is_buffer, is_realized
-from mind.ir.attributes import format_attr
-from mind.ir.core import Block, Module, Operation, Value, iter_values, map_values
+from mind.analysis.loops import (
+    compose_view,
+    flat_offset,
+    producer,
+    pvar,
+    simplify_index,
+    substitute,
+)
+from mind.dialects.loops import Index, Load, Pointwise, View, Yield, is_buffer, is_realized
+from mind.ir import dtypes as dt
+from mind.ir.core import Block, Operation, Value, iter_values
 from mind.ir.diagnostics import MindError
+from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, sym
-from mind.ir.types import ScalarType, TensorType
+from mind.ir.types import TensorType
 
-from .loops_utils import compose_view, flat_offset, producer, pvar, simplify_index, substitute
-from .manager import Pass, register_pass
+from .lower import BodyBuilder
+from .manager import GraphPass
 
 
-@register_pass
 @dataclass(frozen=True)
-class Inline(Pass):
-    name = "inline"
-    input = "loops"
-    output = "loops"
-    summary = "replace loads from unrealized nodes and views by the bodies they read"
+class Inline(GraphPass, name="inline", input="loops"):
+    """Replace loads from unrealized nodes and views by the bodies they read."""
 
-    def run(self, module: Module) -> Module:
-        for graph in module.ops:
-            if graph.name == "loops.graph":
-                inline_graph(graph)
-        return module
+    def run_graph(self, graph: Operation) -> None:
+        inline_graph(graph)
 
 
 def inline_graph(graph: Operation) -> None:
-    kept = []
+    dropped = []
     for op in graph.body.ops:
-        if op.name in ("loops.view", "loops.pointwise", "loops.reduction") and not is_realized(op):
+        if isinstance(op, Pointwise | View) and not is_realized(op):
+            dropped.append(op)
             continue
         for value in iter_values(op.args):
             if isinstance(value.type, TensorType) and not is_buffer(value):
@@ -53,23 +55,24 @@ def inline_graph(graph: Operation) -> None:
                     f"'{op.name}' reads '%{value.name}', which is not a buffer: run realize first",
                     op.loc,
                 )
-        if op.regions and op.name != "loops.graph":
+        if isinstance(op, Pointwise):
             _inline_node(op)
-        kept.append(op)
-    graph.body.ops[:] = kept
+    for op in reversed(dropped):  # consumers before their producers
+        op.erase()
 
 
-def _inline_node(node: Operation) -> None:
+def _inline_node(node: Pointwise) -> None:
     body = _BodyBuilder(node)
     result = body.emit(node.body, {}, None)
-    body.append(Operation("loops.yield", [result], loc=node.body.terminator.loc))
-    block = Block(ops=body.ops)
-    for i, value in enumerate(v for op in block.ops for v in op.results):
+    body.b.append(Yield.build("loops.yield", value=result, loc=node.body.terminator.loc))
+    for i, value in enumerate(v for op in body.block.ops for v in op.results):
         value.name = str(i)
-    node.regions[0].block = block
-    block.parent = node.regions[0]
-    if "origins" in node.attrs or body.origins:
-        node.attrs["origins"] = sorted(set(node.attrs.get("origins", [])) | body.origins)
+    old = node.regions[0].block
+    node.regions[0].block = body.block
+    for op in reversed(old.ops):
+        op.erase()
+    if node.origins is not None or body.origins:
+        node.origins = sorted(set(node.origins or []) | body.origins)
 
 
 @dataclass
@@ -78,61 +81,44 @@ class _BodyBuilder:
     while bodies nest, and renamed `i0, i1, ...` on the load that finally uses them."""
 
     node: Operation
-    ops: list[Operation] = field(default_factory=list)
+    block: Block = field(default_factory=Block)
     origins: set[str] = field(default_factory=set)
     indirect: dict[sympy.Symbol, Value] = field(default_factory=dict)
-    seen: dict[str, Value] = field(default_factory=dict)
     counter: itertools.count = field(default_factory=itertools.count)
 
-    def append(self, op: Operation) -> Value | None:
-        """Add an op, or reuse the result of an identical one (loads included: bodies are pure)."""
-        key = format_attr([op.name, op.args, op.attrs, [str(r.type) for r in op.results]], _vid)
-        if op.results and key in self.seen:
-            return self.seen[key]
-        self.ops.append(op)
-        if op.results:
-            self.seen[key] = op.result
-            return op.result
-        return None
-
-    def make(self, name: str, args: list, dtype: torch.dtype, attrs: dict | None = None, loc=None):
-        op = Operation(f"loops.{name}", args, attrs, [ScalarType(dtype)], ["v"], loc=loc)
-        return self.append(op)
+    def __post_init__(self) -> None:
+        self.b = BodyBuilder(self.block, dedupe=True)
 
     def emit(self, block: Block, subs: dict, mask: Value | None) -> Value:
         """Copy `block` with p vars bound by `subs`, every load also masked by `mask`; returns the
         value the block yields."""
         env: dict[Value, Value] = {}
         for op in block.ops:
-            if op.name == "loops.yield":
-                return env[op.args[0]]
-            if op.name == "loops.load":
+            if isinstance(op, Yield):
+                return env[op.value]
+            if isinstance(op, Load):
                 env[op.result] = self.load(op, subs, env, mask)
-            elif op.name == "loops.index":
+            elif isinstance(op, Index):
                 env[op.result] = self.index(op, subs)
             else:
-                args = map_values(op.args, env.__getitem__)
-                attrs = map_values(op.attrs, env.__getitem__)
-                env[op.result] = self.make(
-                    op.name.split(".", 1)[1], args, op.result.type.dtype, attrs, op.loc
-                )
+                env[op.result] = self.b.append(op.clone(env))
         raise MindError(f"'{self.node.name}' body has no yield", self.node.loc)
 
-    def load(self, op: Operation, subs: dict, env: dict, mask: Value | None) -> Value:
-        src, index = op.args
+    def load(self, op: Load, subs: dict, env: dict, mask: Value | None) -> Value:
         binding = dict(subs)
-        for i, value in enumerate(op.attrs.get("indirect", [])):
+        for i, value in enumerate(op.indirect or []):
             placeholder = sym(f"_ind{next(self.counter)}")
             self.indirect[placeholder] = env[value]
             binding[sym(f"i{i}")] = placeholder
         dtype = op.result.type.dtype
-        own_mask = env[op.attrs["mask"]] if "mask" in op.attrs else None
-        other = op.attrs.get("other", _zero(dtype))
+        own_mask = env[op.mask] if op.mask is not None else None
+        other = op.other if op.other is not None else _zero(dtype)
         active = self.both(mask, own_mask)
+        src, index = op.source, op.index
         if not isinstance(index, list):  # already a flat offset into a buffer
             return self.buffer_load(src, substitute(index, binding), active, other, op)
         src, index, views = compose_view(src, [substitute(e, binding) for e in index])
-        self.origins.update(o for v in views for o in v.attrs.get("origins", []))
+        self.origins.update(o for v in views for o in v.origins or [])
         if is_buffer(src):
             return self.buffer_load(src, flat_offset(src, index), active, other, op)
         node = producer(src)
@@ -142,51 +128,51 @@ class _BodyBuilder:
                 "reductions must be realized (run realize first)",
                 op.loc,
             )
-        self.origins.update(node.attrs.get("origins", []))
+        self.origins.update(node.origins or [])
         value = self.emit(node.body, {pvar(i): e for i, e in enumerate(index)}, active)
         if own_mask is None:
             return value
-        fallback = self.make("constant", [other], dtype, loc=op.loc)
-        return self.make("where", [own_mask, value, fallback], dtype, loc=op.loc)
+        fallback = self.b.emit("constant", dtype, value=other, loc=op.loc)
+        return self.b.emit("where", dtype, [own_mask, value, fallback], loc=op.loc)
 
-    def buffer_load(self, src: Value, offset: IntLike, mask, other, op: Operation) -> Value:
+    def buffer_load(self, src: Value, offset: IntLike, mask, other, op: Load) -> Value:
         """A load from memory; the indirect values its offset uses become `i0, i1, ...`."""
         symbols = getattr(offset, "free_symbols", set())
         used = [s for s in self.indirect if s in symbols]
         if used:
             offset = simplify_index(offset.xreplace({s: sym(f"i{k}") for k, s in enumerate(used)}))
-        attrs: dict = {}
-        if mask is not None:
-            attrs.update(mask=mask, other=other)
-        if used:
-            attrs["indirect"] = [self.indirect[s] for s in used]
-        return self.make("load", [src, offset], op.result.type.dtype, attrs, op.loc)
+        return self.b.emit(
+            "load",
+            op.result.type.dtype,
+            source=src,
+            index=offset,
+            mask=mask,
+            other=other if mask is not None else None,
+            indirect=[self.indirect[s] for s in used] or None,
+            loc=op.loc,
+        )
 
-    def index(self, op: Operation, subs: dict) -> Value:
-        expr: IntLike = substitute(op.args[0], subs)
+    def index(self, op: Index, subs: dict) -> Value:
+        expr: IntLike = substitute(op.index, subs)
         if isinstance(expr, sympy.Symbol) and expr in self.indirect:
             value = self.indirect[expr]
-            if value.type.dtype == torch.int64:
+            if value.type.dtype == dt.i64:
                 return value
-            return self.make("cast", [value], torch.int64, loc=op.loc)
+            return self.b.emit("cast", dt.i64, x=value, loc=op.loc)
         if any(s in self.indirect for s in getattr(expr, "free_symbols", ())):
             raise MindError(
                 f"cannot inline 'loops.index({expr})' at an indirect index into "
                 f"'%{self.node.result.name}'",
                 op.loc,
             )
-        return self.make("index", [expr], torch.int64, loc=op.loc)
+        return self.b.emit("index", dt.i64, index=expr, loc=op.loc)
 
     def both(self, a: Value | None, b: Value | None) -> Value | None:
         if a is None or b is None:
             return a or b
-        return self.make("logical_and", [a, b], torch.bool)
+        return self.b.emit("logical_and", dt.b8, [a, b])
 
 
-def _zero(dtype: torch.dtype) -> bool | float | int:
+def _zero(dtype: DType) -> bool | float | int:
     """The `other` of a load masked only by an enclosing masked load (the select discards it)."""
-    return False if dtype == torch.bool else 0.0 if dtype.is_floating_point else 0
-
-
-def _vid(value: Value) -> str:
-    return f"v{id(value)}"
+    return dt.literal(0, dtype)

@@ -16,35 +16,53 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
-import torch
-from mind.dialects.loops import is_buffer
+from mind.analysis.loops import Index, broadcast_index, flat_offset, pvars
+from mind.dialects.common import Graph
+from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, Reduction, View, Yield, is_buffer
+from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
-from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
+from mind.ir import dtypes as dt
+from mind.ir.attributes import format_attr
+from mind.ir.core import Block, Operation, Region, Value, fresh_name, iter_values, map_values
+from mind.ir.dtypes import DType
+from mind.ir.registry import op_class
 from mind.ir.symbols import IntLike, sym
-from mind.ir.types import ScalarType, SymType, TensorType
+from mind.ir.types import ScalarType, SymType, TensorType, size_symbols
 
-from .loops_utils import flat_offset
-from .lowerings import Unsupported, lowering_for
-from .lowerings.common import Index, broadcast_index, pvars
-from .manager import Pass, register_pass
+from .manager import GraphPass
 
 
 class BodyBuilder:
     """Appends the scalar ops of one node body; results are named `%0, %1, ...`. Every scalar op
-    of the loops dialect is a method: `b.add(x, y)`, `b.relu(x)`, `b.where(c, x, y)`."""
+    of the loops dialect is a method: `b.add(x, y)`, `b.relu(x)`, `b.where(c, x, y)`. With
+    `dedupe`, an op identical to one already added is dropped for that one's result (bodies are
+    pure, loads included)."""
 
-    def __init__(self, block: Block):
+    def __init__(self, block: Block, dedupe: bool = False):
         self.block = block
         self.count = 0
+        self.seen: dict[str, Value] | None = {} if dedupe else None
 
-    def emit(self, name: str, args: list, dtype: torch.dtype | None, **attrs) -> Value:
-        types, names = [], []
-        if dtype is not None:
-            types, names = [ScalarType(dtype)], [str(self.count)]
-            self.count += 1
-        op = Operation(f"loops.{name}", args, attrs, types, names)
+    def append(self, op: Operation) -> Value | None:
+        if self.seen is not None and op.results:
+            key = format_attr([op.name, op.args, dict(op.attrs), str(op.result.type)], _vid)
+            if key in self.seen:
+                op.erase()
+                return self.seen[key]
+            self.seen[key] = op.result
         self.block.append(op)
         return op.results[0] if op.results else None
+
+    def emit(self, name: str, dtype: DType, args: list | tuple = (), loc=None, **fields) -> Value:
+        """Add `loops.<name>` (fields by name, or positional `args`) with a scalar result."""
+        cls = op_class(f"loops.{name}")
+        types, names = [ScalarType(dtype)], [str(self.count)]
+        self.count += 1
+        if args:
+            op = cls(f"loops.{name}", args, fields, types, names, loc=loc)
+        else:
+            op = cls.build(f"loops.{name}", results=types, names=names, loc=loc, **fields)
+        return self.append(op)
 
     def __getattr__(self, name: str) -> Callable[..., Value]:
         spec = SCALAR_OPS.get(name)
@@ -52,8 +70,8 @@ class BodyBuilder:
             raise AttributeError(name)
 
         def scalar_op(*operands: Value) -> Value:
-            dtype = torch.bool if spec.result == "bool" else operands[-1].type.dtype
-            return self.emit(name, list(operands), dtype)
+            dtype = dt.b8 if spec.predicate else operands[-1].type.dtype
+            return self.emit(name, dtype, operands)
 
         return scalar_op
 
@@ -71,32 +89,37 @@ class BodyBuilder:
             else:
                 exprs.append(e)
         where: Any = flat_offset(src, exprs) if is_buffer(src) else exprs
-        attrs: dict[str, Any] = {}
-        if mask is not None:
-            attrs.update(mask=mask, other=other)
-        if indirect:
-            attrs["indirect"] = indirect
-        return self.emit("load", [src, where], src.type.dtype, **attrs)
+        return self.emit(
+            "load",
+            src.type.dtype,
+            source=src,
+            index=where,
+            mask=mask,
+            other=other if mask is not None else None,
+            indirect=indirect or None,
+        )
 
-    def constant(self, value: Any, dtype: torch.dtype) -> Value:
+    def constant(self, value: Any, dtype: DType) -> Value:
         """A scalar constant; a symbolic value (a SymInt) is computed as an index expression."""
         if isinstance(value, sympy.Expr) and not value.is_number:
             return self.cast(self.index(value), dtype)
         if isinstance(value, sympy.Expr):
             value = int(value) if value.is_Integer else float(value)
-        if dtype == torch.bool:
-            value = bool(value)
-        elif dtype.is_floating_point:
-            value = float(value)
-        else:
-            value = int(value)
-        return self.emit("constant", [value], dtype)
+        return self.emit("constant", dtype, value=dt.literal(value, dtype))
 
     def index(self, expr: IntLike) -> Value:
-        return self.emit("index", [expr], torch.int64)
+        return self.emit("index", dt.i64, index=expr)
 
-    def cast(self, x: Value, dtype: torch.dtype) -> Value:
-        return x if x.type.dtype == dtype else self.emit("cast", [x], dtype)
+    def cast(self, x: Value, dtype: DType) -> Value:
+        return x if x.type.dtype == dtype else self.emit("cast", dtype, x=x)
+
+    def check_index(self, index: Value, bound: Value) -> Value:
+        """`index`, asserted to lie in [0, bound) (both i64)."""
+        return self.emit("check_index", dt.i64, index=index, bound=bound)
+
+
+def _vid(value: Value) -> str:
+    return f"v{id(value)}"
 
 
 BodyFn = Callable[..., Value]
@@ -119,10 +142,7 @@ class LowerCtx:
         return self.outs[0]
 
     def fresh(self, base: str) -> str:
-        name, n = base, 0
-        while name in self.used:
-            n += 1
-            name = f"{base}_{n}"
+        name = fresh_name(base, self.used.__contains__)
         self.used.add(name)
         return name
 
@@ -131,50 +151,64 @@ class LowerCtx:
         return op
 
     def _body_node(
-        self, name: str, attrs: dict, t: TensorType, fn: BodyFn, args: list, yield_dtype
+        self, cls: type[Pointwise], t: TensorType, fn: BodyFn, args: list, yield_dtype, **fields
     ) -> Value:
         block = Block()
         b = BodyBuilder(block)
         value = fn(b, *args)
         if yield_dtype is not None:
             value = b.cast(value, yield_dtype)
-        b.emit("yield", [value], None)
-        attrs = {**attrs, "origins": [self.origin]}
-        kind = attrs.get("reduction_type", "pw")
-        op = Operation(name, [], attrs, [t], [self.fresh(f"{self.base}_{kind}")], [Region(block)])
+        block.append(Yield.build("loops.yield", value=value))
+        kind = fields.get("reduction_type", "pw")
+        op = cls.build(
+            f"loops.{'pointwise' if cls is Pointwise else 'reduction'}",
+            results=[t],
+            names=[self.fresh(f"{self.base}_{kind}")],
+            regions=[Region(block)],
+            **fields,
+            origins=[self.origin],
+        )
         return self.node(op).result
 
-    def _type(self, dtype: torch.dtype, shape: Sequence[IntLike]) -> TensorType:
+    def _type(self, dtype: DType, shape: Sequence[IntLike]) -> TensorType:
         return TensorType(dtype, tuple(shape), None, self.out.device)
 
-    def pointwise(self, dtype: torch.dtype, shape: Sequence[IntLike], fn: BodyFn) -> Value:
+    def pointwise(self, dtype: DType, shape: Sequence[IntLike], fn: BodyFn) -> Value:
         """A node whose element at `idx` is `fn(b, idx)` (cast to `dtype` before the yield)."""
         t = self._type(dtype, shape)
-        return self._body_node("loops.pointwise", {}, t, fn, [pvars(0, len(shape))], dtype)
+        return self._body_node(Pointwise, t, fn, [pvars(0, len(shape))], dtype)
 
     def reduction(
         self,
-        dtype: torch.dtype,
+        dtype: DType,
         shape: Sequence[IntLike],
         ranges: Sequence[IntLike],
         reduction_type: str,
         fn: BodyFn,
     ) -> Value:
-        """Reduce `fn(b, idx, ridx)` over `ranges` for each `idx` of `shape`; argmax/argmin
-        yield the value as is, any/all a b8, the others the result dtype."""
-        attrs = {"reduction_ranges": list(ranges), "reduction_type": reduction_type}
+        """Reduce `fn(b, idx, ridx)` over `ranges` for each `idx` of `shape`; the body yields
+        what the reduction kind takes (see dialects/reductions.py)."""
         args = [pvars(0, len(shape)), pvars(len(shape), len(ranges))]
-        yield_dtype = {"any": torch.bool, "all": torch.bool, "argmax": None, "argmin": None}
         t = self._type(dtype, shape)
+        yield_dtype = REDUCTIONS[reduction_type].yield_dtype(dtype)
         return self._body_node(
-            "loops.reduction", attrs, t, fn, args, yield_dtype.get(reduction_type, dtype)
+            Reduction,
+            t,
+            fn,
+            args,
+            yield_dtype,
+            reduction_ranges=list(ranges),
+            reduction_type=reduction_type,
         )
 
     def view(self, src: Value, shape: Sequence[IntLike], index: Index) -> Value:
         """A view of `src`: element `[p0, ...]` of the result (of `shape`) is `src[index]`."""
         t = TensorType(src.type.dtype, tuple(shape), None, self.out.device)
         name = self.fresh(f"{self.base}_view")
-        op = Operation("loops.view", [src, list(index)], {"origins": [self.origin]}, [t], [name])
+        op = View.build(
+            "loops.view", source=src, index=list(index), origins=[self.origin], results=[t],
+            names=[name],
+        )  # fmt: skip
         return self.node(op).result
 
     def call(self, kind: str, symbol: str, args: list, kwargs: dict) -> list[Value]:
@@ -182,10 +216,11 @@ class LowerCtx:
         layouts torch computed from its arguments' layouts, which `input_strides` lists."""
         names = [self.fresh(f"{self.base}_{kind}") for _ in self.outs]
         tensors = [v for v in iter_values(self.op.args) if isinstance(v.type, TensorType)]
-        attrs = dict(kwargs)
-        if tensors:
-            attrs["input_strides"] = [strides_of_value(v) for v in tensors]
-        op = Operation(f"loops.{kind}", args, attrs, list(self.outs), names, symbol=symbol)
+        strides = [strides_of_value(v) for v in tensors] if tensors else None
+        op = LoopsCall.build(
+            f"loops.{kind}", values=args, input_strides=strides, attrs=kwargs,
+            results=self.outs, names=names, symbol=symbol,
+        )  # fmt: skip
         return self.node(op).results
 
 
@@ -214,12 +249,21 @@ def _takes(fn: Callable, args: list, kwargs: dict) -> bool:
     return True
 
 
+def _defines(op: Operation) -> bool:
+    """Whether `op`'s results hold a size symbol none of its operands holds: a data-dependent
+    value (`item()`, Inductor's unbacked symbol) that only running the op gives."""
+    known = set().union(*(size_symbols(v.type) for v in op.operands))
+    return any(size_symbols(r.type) - known for r in op.results)
+
+
 def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     """Lower one aten op, falling back to an ATen call when no lowering covers it."""
-    if op.results and all(isinstance(r.type, SymType) for r in op.results):
+    from .lowerings import Unsupported, lowering_for  # torch's tables: loaded when lowering runs
+
+    if op.results and all(isinstance(r.type, SymType) for r in op.results) and not _defines(op):
         env.update({r: r.type.expr for r in op.results})  # SymInt arithmetic: its expression
         return
-    args, kwargs = (map_values(x, lambda v: env[v]) for x in (op.args, op.attrs))
+    args, kwargs = (map_values(x, lambda v: env[v]) for x in (op.args, dict(op.attrs)))
     ctx.op, ctx.outs, ctx.origin = op, [r.type for r in op.results], short_name(op)
     ctx.base = op.results[0].name if op.results else ctx.origin
     key = op.symbol if op.name == "aten.call" else op.name
@@ -232,7 +276,8 @@ def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
         try:
             produced = fn(ctx, *args, **kwargs)
         except Unsupported:
-            del ctx.block.ops[mark:]
+            for partial in reversed(ctx.block.ops[mark:]):
+                partial.erase()
     if produced is None:
         produced = ctx.call("fallback", key, args, kwargs)
     produced = list(produced) if isinstance(produced, list | tuple) else [produced]
@@ -263,23 +308,19 @@ def lower_graph(graph: Operation) -> Operation:
     ctx = LowerCtx(block, reserved)
     for op in graph.body.ops:
         if op.name == "aten.output":
-            args = map_values(op.args, lambda v: env[v])
-            attrs = {"strides": [strides_of_value(a) for a in op.args]}
-            block.append(Operation("loops.output", args, attrs, loc=op.loc))
+            strides = [strides_of_value(a) for a in op.values]
+            values = map_values(op.values, lambda v: env[v])
+            block.append(
+                LoopsOutput.build("loops.output", values=values, strides=strides, loc=op.loc)
+            )
         else:
             lower_op(ctx, op, env)
-    return Operation("loops.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc)
+    return Graph.build("loops.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc)
 
 
-@register_pass
 @dataclass(frozen=True)
-class Lower(Pass):
-    """aten -> loops: every aten graph becomes a loops graph of unrealized nodes."""
+class Lower(GraphPass, name="lower", input="aten", output="loops"):
+    """ATen ops become pointwise / reduction / view nodes, extern and fallback calls."""
 
-    name = "lower"
-    input = "aten"
-    output = "loops"
-    summary = "ATen ops become pointwise / reduction / view nodes, extern and fallback calls"
-
-    def run(self, module: Module) -> Module:
-        return Module([lower_graph(op) for op in module.ops])
+    def run_graph(self, graph: Operation) -> Operation:
+        return lower_graph(graph)

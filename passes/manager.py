@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, TextIO
 
-from mind.ir.core import Module
+from mind.ir.core import Module, Operation
 from mind.ir.diagnostics import MindError
 from mind.ir.verifier import verify
 
@@ -29,12 +29,27 @@ CONVERSIONS: dict[str, tuple[str, ...]] = {
 @dataclass(frozen=True)
 class Pass:
     """A pass: a frozen dataclass whose fields are its options (`realize{reads-threshold=4}`
-    sets `reads_threshold`). Subclasses set `name`, `input` and `output` (dialects)."""
+    sets `reads_threshold`). A subclass names itself and its dialects in the class statement,
+    which registers it; its docstring's first line is its summary:
+
+        @dataclass(frozen=True)
+        class Fuse(GraphPass, name="fuse", input="scheduled"):
+            '''Fuse scheduler nodes with compatible loops, most bytes saved first.'''
+    """
 
     name: ClassVar[str]
     input: ClassVar[str]
     output: ClassVar[str]
     summary: ClassVar[str] = ""
+
+    def __init_subclass__(
+        cls, name: str | None = None, input: str = "", output: str = "", **kwargs
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if name is not None:
+            cls.name, cls.input, cls.output = name, input, output or input
+            cls.summary = (cls.__doc__ or "").strip().split("\n")[0].rstrip(".")
+            PASSES[name] = cls
 
     def run(self, module: Module) -> Module:
         raise NotImplementedError
@@ -51,9 +66,27 @@ class Pass:
 PASSES: dict[str, type[Pass]] = {}
 
 
-def register_pass(cls: type[Pass]) -> type[Pass]:
-    PASSES[cls.name] = cls
-    return cls
+@dataclass(frozen=True)
+class GraphPass(Pass):
+    """A pass that handles each graph of the module on its own: `run_graph` changes the graph in
+    place (returning None) or returns what replaces it (a graph of the output dialect, or a list
+    of top-level ops)."""
+
+    def run(self, module: Module) -> Module:
+        out: list[Operation] = []
+        for graph in module.ops:
+            if graph.dialect != self.input:
+                raise MindError(
+                    f"pass '{self.name}' runs on {self.input} IR, not '{graph.name}'", graph.loc
+                )
+            new = self.run_graph(graph)
+            out += [graph] if new is None else new if isinstance(new, list) else [new]
+        if all(a is b for a, b in zip(out, module.ops)) and len(out) == len(module.ops):
+            return module
+        return Module(out)
+
+    def run_graph(self, graph: Operation) -> Operation | list[Operation] | None:
+        raise NotImplementedError
 
 
 _ITEM = re.compile(r"\s*([A-Za-z0-9_-]+)\s*(?:\{([^}]*)\})?\s*(?:,|$)")

@@ -10,47 +10,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mind.ir.core import Module, Operation
+from mind.analysis.deps import index_ops, merge_dims, normalize_dep, set_node_deps, unique
+from mind.analysis.loops import pvar, substitute
+from mind.dialects.scheduled import Extern, Node
+from mind.ir.core import Operation
 
-from .deps import INDEX_ARGS, index_ops, kind, merge_dims, normalize_dep, set_node_deps, unique
-from .loops_utils import pvar, substitute
-from .manager import Pass, register_pass
-
-DEP_KEYS = ("writes", "unmet", "met")
+from .manager import GraphPass
 
 
-def merge_node_loops(op: Operation) -> None:
+def merge_node_loops(op: Node) -> None:
     """Merge a node's loops in place, rewriting its body's indexes and its sizes."""
-    xs, rs = op.attrs["sizes"]
+    xs, rs = op.sizes
     targets = list(index_ops(op.body.ops))
-    indexes = [t.args[INDEX_ARGS[kind(t)]] for t in targets]
+    indexes = [t.index for t in targets]
     indexes, x_dims = merge_dims(indexes, [(pvar(k), s) for k, s in enumerate(xs)])
     indexes, r_dims = merge_dims(indexes, [(pvar(len(xs) + k), s) for k, s in enumerate(rs)])
     rename = {v: pvar(k) for k, (v, _) in enumerate(x_dims + r_dims)}
     for target, index in zip(targets, indexes):
-        target.args[INDEX_ARGS[kind(target)]] = substitute(index, rename)
-    op.attrs["sizes"] = ([s for _, s in x_dims], [s for _, s in r_dims])
+        target.index = substitute(index, rename)
+    op.sizes = ([s for _, s in x_dims], [s for _, s in r_dims])
 
 
-def normalize_deps(op: Operation) -> None:
-    for key in DEP_KEYS:
-        op.attrs[key] = unique([normalize_dep(d) for d in op.attrs[key]])
+def normalize_deps(op: Node | Extern) -> None:
+    op.writes = unique([normalize_dep(d) for d in op.writes])
+    op.unmet = unique([normalize_dep(d) for d in op.unmet])
+    op.met = unique([normalize_dep(d) for d in op.met])
 
 
-@register_pass
 @dataclass(frozen=True)
-class MergeLoops(Pass):
-    name = "merge-loops"
-    input = "scheduled"
-    output = "scheduled"
-    summary = "merge contiguous loops of each node and normalize its MemoryDeps"
+class MergeLoops(GraphPass, name="merge-loops", input="scheduled"):
+    """Merge contiguous loops of each node and normalize its MemoryDeps."""
 
-    def run(self, module: Module) -> Module:
-        for graph in module.ops:
-            for op in graph.body.ops:
-                if op.name == "scheduled.node":
-                    merge_node_loops(op)
-                    set_node_deps(op)
-                if op.name in ("scheduled.node", "scheduled.extern"):
-                    normalize_deps(op)
-        return module
+    def run_graph(self, graph: Operation) -> None:
+        for op in graph.body.ops:
+            if isinstance(op, Node):
+                merge_node_loops(op)
+                set_node_deps(op)
+            if isinstance(op, Node | Extern):
+                normalize_deps(op)

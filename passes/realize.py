@@ -16,24 +16,41 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from mind.dialects.loops import is_buffer, is_realized
-from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
+from mind.analysis.loops import (
+    base_of,
+    body_ops,
+    consumers,
+    flat_offset,
+    is_view,
+    producer,
+    pvars,
+    strides_of,
+)
+from mind.analysis.views import view_layout
+from mind.dialects.common import Reinterpret
+from mind.dialects.loops import (
+    Load,
+    LoopsCall,
+    LoopsOutput,
+    Pointwise,
+    View,
+    Yield,
+    is_buffer,
+    is_realized,
+)
+from mind.ir.core import Block, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike
 from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
-from .loops_utils import base_of, body_ops, flat_offset, is_view, producer, pvar, strides_of
-from .manager import Pass, register_pass
-from .reinterpret import view_layout
+from .manager import GraphPass
 
-#: node kinds that compute their elements from a body
-COMPUTED = ("loops.pointwise", "loops.reduction")
-#: ops whose tensor arguments must be buffers
-NEEDS_BUFFERS = ("loops.extern", "loops.fallback", "loops.output")
+#: ops whose tensor arguments must be buffers, laid out as they say
+NEEDS_BUFFERS = (LoopsCall, LoopsOutput)
 #: ops whose tensor arguments must be realized (a reinterpret aliases its argument's memory)
-NEEDS_MEMORY = (*NEEDS_BUFFERS, "loops.reinterpret")
-#: ops whose tensor results are named bufN
-NAMED_BUFFERS = (*COMPUTED, "loops.extern", "loops.fallback")
+NEEDS_MEMORY = (*NEEDS_BUFFERS, Reinterpret)
+#: ops whose tensor results are named bufN (nodes computed from a body, and calls)
+NAMED_BUFFERS = (Pointwise, LoopsCall)
 
 
 @dataclass(frozen=True)
@@ -44,26 +61,19 @@ class Cost:
     ops: int
 
 
-@register_pass
 @dataclass(frozen=True)
-class Realize(Pass):
-    """Options mirror Inductor's config: realize_reads_threshold, realize_acc_reads_threshold,
-    and a cap on the size of an inlined body."""
+class Realize(GraphPass, name="realize", input="loops"):
+    """Choose the nodes that become buffers (%bufN) and rewrite loads from them.
 
-    name = "realize"
-    input = "loops"
-    output = "loops"
-    summary = "choose the nodes that become buffers (%bufN) and rewrite loads from them"
+    Options mirror Inductor's config: realize_reads_threshold, realize_acc_reads_threshold, and
+    a cap on the size of an inlined body."""
 
     reads_threshold: int = 4
     acc_reads_threshold: int = 8
     max_body_ops: int = 64
 
-    def run(self, module: Module) -> Module:
-        for graph in module.ops:
-            if graph.name == "loops.graph":
-                realize_graph(graph, self)
-        return module
+    def run_graph(self, graph: Operation) -> None:
+        realize_graph(graph, self)
 
 
 def realize_graph(graph: Operation, opts: Realize) -> None:
@@ -80,7 +90,7 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
         strides = fixed.get(node)
         if strides is None:
             strides = contiguous_strides(node.result.type.shape)
-            node.attrs["layout"] = "flexible"
+            node.layout = "flexible"
         node.result.type = dataclasses.replace(node.result.type, strides=strides)
     _copy_misplaced(block)
     _name_buffers(block)
@@ -89,33 +99,24 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
 
 Strides = tuple[IntLike, ...]
 
-#: the attribute listing the layouts an op needs of its arguments, and what it has an entry for:
-#: every argument (outputs, `none` for non-tensors) or every tensor argument (calls)
-REQUIREMENTS = {
-    "loops.output": ("strides", "outputs"),
-    "loops.extern": ("input_strides", "tensor arguments"),
-    "loops.fallback": ("input_strides", "tensor arguments"),
-}
 
-
-def required_strides(op: Operation) -> list[Strides | None]:
-    """One entry per value among `op.args` (in `iter_values` order): the strides it must have,
-    or None where any layout will do."""
-    attr, what = REQUIREMENTS[op.name]
-    values = list(iter_values(op.args))
-    if op.name == "loops.output":
-        slots = list(op.args)
+def required_strides(op: LoopsCall | LoopsOutput) -> list[Strides | None]:
+    """One entry per value among `op.values` (in `iter_values` order): the strides it must have,
+    or None where any layout will do. An output lists an entry for every output (`none` for
+    non-tensors) in `strides`; a call one for every tensor argument in `input_strides`."""
+    values = list(iter_values(op.values))
+    if isinstance(op, LoopsOutput):
+        attr, what, listed, slots = "strides", "outputs", op.strides, list(op.values)
     else:
+        attr, what, listed = "input_strides", "tensor arguments", op.input_strides
         slots = [v for v in values if isinstance(v.type, TensorType)]
-    listed = op.attrs.get(attr)
     if listed is None:
         return [None] * len(values)
-    if not isinstance(listed, list) or len(listed) != len(slots):
-        count = len(listed) if isinstance(listed, list) else "none"
-        raise MindError(f"'{op.name}' has {len(slots)} {what} but {attr} for {count}", op.loc)
+    if len(listed) != len(slots):
+        raise MindError(f"'{op.name}' has {len(slots)} {what} but {attr} for {len(listed)}", op.loc)
     entries = iter(tuple(s) if isinstance(s, list | tuple) else None for s in listed)
-    if op.name == "loops.output":
-        found = [e for arg in op.args for e in _spread(arg, next(entries))]
+    if isinstance(op, LoopsOutput):
+        found = [e for arg in op.values for e in _spread(arg, next(entries))]
     else:
         found = [next(entries) if v in slots else None for v in values]
     for value, strides in zip(values, found):
@@ -137,11 +138,11 @@ def _fixed_layouts(block: Block) -> dict[Operation, Strides]:
     strides of their first such use."""
     layouts: dict[Operation, Strides] = {}
     for op in block.ops:
-        if op.name not in REQUIREMENTS:
+        if not isinstance(op, NEEDS_BUFFERS):
             continue
-        for value, strides in zip(iter_values(op.args), required_strides(op)):
+        for value, strides in zip(iter_values(op.values), required_strides(op)):
             node = producer(value)
-            if strides is not None and node is not None and node.name in COMPUTED:
+            if strides is not None and isinstance(node, Pointwise):
                 if not is_realized(node):
                     layouts.setdefault(node, strides)
     return layouts
@@ -152,10 +153,10 @@ def _copy_misplaced(block: Block) -> None:
     `assert_size_stride` compares them) is passed as a copy laid out as needed, one per layout."""
     copies: dict[tuple[Value, Strides], Value] = {}
     for op in list(block.ops):
-        if op.name in REQUIREMENTS:
+        if isinstance(op, NEEDS_BUFFERS):
             needed = iter(required_strides(op))
-            op.args = map_values(
-                op.args, lambda v, op=op, it=needed: _placed(block, op, v, next(it), copies)
+            op.values = map_values(
+                op.values, lambda v, op=op, it=needed: _placed(block, op, v, next(it), copies)
             )
 
 
@@ -169,7 +170,7 @@ def _placed(
         return value
     if (value, strides) not in copies:
         node = producer(value)
-        origins = list(node.attrs.get("origins", [])) if node is not None else []
+        origins = list(getattr(node, "origins", None) or [])
         copy = _copy_node(value, f"{value.name}_copy", origins, op.loc)
         copy.result.type = dataclasses.replace(copy.result.type, strides=strides)
         block.insert_before(op, copy)
@@ -194,7 +195,7 @@ def _place_views(block: Block) -> None:
 
     def place(op: Operation, value: Value, strides: Strides | None) -> Value:
         while is_view(value) and _is_identity(producer(value)):
-            value = producer(value).args[0]
+            value = producer(value).source
         if not is_view(value):
             return value
         reinterpret = _reinterpretation(value, strides, fixed)
@@ -208,9 +209,9 @@ def _place_views(block: Block) -> None:
         return aliases[key]
 
     for op in list(block.ops):
-        if op.name in NEEDS_BUFFERS:
+        if isinstance(op, NEEDS_BUFFERS):
             needed = iter(required_strides(op))
-            op.args = map_values(op.args, lambda v, op=op, it=needed: place(op, v, next(it)))
+            op.values = map_values(op.values, lambda v, op=op, it=needed: place(op, v, next(it)))
 
 
 def _reinterpretation(
@@ -223,7 +224,7 @@ def _reinterpretation(
     node = producer(base)
     if is_buffer(base):
         base_strides = strides_of(base)
-    elif node is not None and node.name in COMPUTED:
+    elif isinstance(node, Pointwise):
         base_strides = fixed.get(node, contiguous_strides(base.type.shape))
     else:
         return None
@@ -233,45 +234,45 @@ def _reinterpretation(
         strides is not None and not same_layout(t.shape, layout.strides, strides)
     ):
         return None
-    return Operation(
+    return Reinterpret.build(
         "loops.reinterpret",
-        [layout.base],
-        {"offset": layout.offset},
-        [dataclasses.replace(t, strides=strides or layout.strides)],
-        [f"{view.name}_reinterpret"],
+        buffer=layout.base,
+        offset=layout.offset,
+        results=[dataclasses.replace(t, strides=strides or layout.strides)],
+        names=[f"{view.name}_reinterpret"],
         loc=producer(view).loc,
     )
 
 
-def _is_identity(view: Operation) -> bool:
-    src, index = view.args
-    return src.type.shape == view.result.type.shape and index == [
-        pvar(i) for i in range(len(index))
-    ]
+def _is_identity(view: View) -> bool:
+    return view.source.type.shape == view.result.type.shape and view.index == pvars(
+        0, len(view.index)
+    )
 
 
-def _insert_copy(block: Block, view: Operation) -> Value:
+def _insert_copy(block: Block, view: View) -> Value:
     name = f"{view.result.name}_copy"
-    copy = _copy_node(view.result, name, list(view.attrs.get("origins", [])), view.loc)
-    block.insert_before(block.ops[block.ops.index(view) + 1], copy)
+    copy = _copy_node(view.result, name, list(view.origins or []), view.loc)
+    block.insert_after(view, copy)
     return copy.result
 
 
 def _copy_node(src: Value, name: str, origins: list[str], loc) -> Operation:
     """An unrealized pointwise node whose element `[p0, ...]` is `src[p0, ...]`."""
     t = src.type
-    load = Operation(
+    load = Load.build(
         "loops.load",
-        [src, [pvar(i) for i in range(t.rank)]],
-        result_types=[ScalarType(t.dtype)],
-        result_names=["0"],
+        source=src,
+        index=pvars(0, t.rank),
+        results=[ScalarType(t.dtype)],
+        names=["0"],
     )
-    body = Block(ops=[load, Operation("loops.yield", [load.result])])
-    return Operation(
+    body = Block(ops=[load, Yield.build("loops.yield", value=load.result)])
+    return Pointwise.build(
         "loops.pointwise",
-        attrs={"origins": origins},
-        result_types=[dataclasses.replace(t, strides=None)],
-        result_names=[name],
+        origins=origins,
+        results=[dataclasses.replace(t, strides=None)],
+        names=[name],
         regions=[Region(body)],
         loc=loc,
     )
@@ -280,20 +281,19 @@ def _copy_node(src: Value, name: str, origins: list[str], loc) -> Operation:
 def _choose(block: Block, opts: Realize) -> list[Operation]:
     """The unrealized nodes to realize, deciding in definition order so that each node's cost
     counts through the producers that stay inlined."""
-    users = _users(block)
     forced = {
         producer(base_of(v))
         for op in block.ops
-        if op.name in NEEDS_MEMORY
+        if isinstance(op, NEEDS_MEMORY)
         for v in iter_values(op.args)
     }
     chosen: set[Operation] = set()
     costs: dict[Operation, Cost] = {}
     for node in block.ops:
-        if node.name not in COMPUTED or is_realized(node):
+        if not isinstance(node, Pointwise) or is_realized(node):
             continue
         cost = costs[node] = _cost(node, chosen, costs)
-        reused = len(users.get(node, ())) > 1 and cost.reads > opts.reads_threshold
+        reused = len(consumers(node.result, block)) > 1 and cost.reads > opts.reads_threshold
         if (
             node.name == "loops.reduction"
             or node in forced
@@ -305,28 +305,13 @@ def _choose(block: Block, opts: Realize) -> list[Operation]:
     return [n for n in block.ops if n in chosen]
 
 
-def _users(block: Block) -> dict[Operation, set[Operation]]:
-    """Each node's consumers: the nodes whose bodies load it (directly or through views) and the
-    ops that take it as an argument."""
-    users: dict[Operation, set[Operation]] = {}
-    for op in block.ops:
-        if op.name == "loops.view":
-            continue
-        read = [load.args[0] for load in body_ops(op, "load")] + list(iter_values(op.args))
-        for value in read:
-            node = producer(base_of(value))
-            if node is not None:
-                users.setdefault(node, set()).add(op)
-    return users
-
-
 def _cost(node: Operation, chosen: set[Operation], costs: dict[Operation, Cost]) -> Cost:
     reads = ops = 0
     for op in node.body.ops:
-        if op.name == "loops.yield":
+        if isinstance(op, Yield):
             continue
-        is_load = op.name == "loops.load"
-        src = producer(base_of(op.args[0])) if is_load else None
+        is_load = isinstance(op, Load)
+        src = producer(base_of(op.source)) if is_load else None
         if src in costs and src not in chosen:  # an unrealized node: its body is inlined here
             reads += costs[src].reads
             ops += costs[src].ops
@@ -340,7 +325,7 @@ def _name_buffers(block: Block) -> None:
     """Inductor's buffer names: buf0, buf1, ... in definition order over every buffer made."""
     n = 0
     for op in block.ops:
-        if op.name not in NAMED_BUFFERS:
+        if not isinstance(op, NAMED_BUFFERS):
             continue
         for result in op.results:
             if isinstance(result.type, TensorType) and result.type.strides is not None:
@@ -351,7 +336,6 @@ def _name_buffers(block: Block) -> None:
 def _flatten_buffer_loads(block: Block) -> None:
     """Loads from a node that just became a buffer take the flat offset its strides give."""
     for node in block.ops:
-        for load in body_ops(node, "load"):
-            src, index = load.args
-            if is_buffer(src) and isinstance(index, list):
-                load.args[1] = flat_offset(src, index)
+        for load in body_ops(node, Load):
+            if is_buffer(load.source) and isinstance(load.index, list):
+                load.index = flat_offset(load.source, load.index)

@@ -11,34 +11,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
-from mind.dialects.loops import is_buffer, is_realized
-from mind.ir.core import Block, Module, Operation, Region, Value, map_values
+from mind.analysis.deps import INDEXED, Dep, buffer_dep, set_node_deps, split_reads
+from mind.analysis.loops import pvar, substitute
+from mind.analysis.views import alias_of
+from mind.dialects.common import Graph
+from mind.dialects.loops import Load, LoopsCall, Pointwise, Reduction, is_buffer, is_realized
+from mind.dialects.scheduled import Node, Store
+from mind.dialects.scheduled import Reduction as Reduce
+from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import ScalarType, TensorType
 
-from .deps import INDEX_ARGS, Dep, buffer_dep, kind, set_node_deps, split_reads
-from .loops_utils import pvar, substitute
-from .manager import Pass, register_pass
-from .reinterpret import alias_of
+from .manager import GraphPass
 
 
 def copy_body_op(
     op: Operation, vmap: dict[Value, Value], reindex: Callable[[IntLike], IntLike]
 ) -> Operation:
     """`op` as a scheduled body op: values through `vmap`, index expressions through `reindex`."""
-    args = map_values(op.args, lambda v: vmap.get(v, v))
-    if kind(op) in INDEX_ARGS:
-        args[INDEX_ARGS[kind(op)]] = reindex(args[INDEX_ARGS[kind(op)]])
-    new = Operation(
-        f"scheduled.{kind(op)}",
-        args,
-        map_values(op.attrs, lambda v: vmap.get(v, v)),
-        [r.type for r in op.results],
-        [r.name for r in op.results],
-        loc=op.loc,
-    )
-    vmap.update(zip(op.results, new.results))
+    new = op.clone(vmap, f"scheduled.{op.kind}")
+    if isinstance(new, INDEXED):
+        new.index = reindex(new.index)
     return new
 
 
@@ -50,17 +44,17 @@ def renumber(ops: list[Operation]) -> list[Operation]:
     return ops
 
 
-def _check_loads(op: Operation) -> None:
+def _check_loads(op: Pointwise) -> None:
     for body_op in op.body.ops:
-        if kind(body_op) == "load" and not is_buffer(body_op.args[0]):
+        if isinstance(body_op, Load) and not is_buffer(body_op.source):
             raise MindError(
                 f"schedule needs realized, inlined loops: '{op.result.name}' loads "
-                f"'%{body_op.args[0].name}', which is not a buffer (run realize,inline first)",
+                f"'%{body_op.source.name}', which is not a buffer (run realize,inline first)",
                 body_op.loc,
             )
 
 
-def _node(op: Operation, vmap: dict[Value, Value], number: int) -> Operation:
+def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
     """A pointwise or reduction node: its body stores the element (or the reduced value)."""
     if not is_realized(op):
         raise MindError(
@@ -70,65 +64,56 @@ def _node(op: Operation, vmap: dict[Value, Value], number: int) -> Operation:
         )
     _check_loads(op)
     t = op.result.type
-    assert isinstance(t, TensorType)
-    xs, rs = list(t.shape), list(op.attrs.get("reduction_ranges", []))
+    xs = list(t.shape)
+    rs = list(op.reduction_ranges) if isinstance(op, Reduction) else []
     dims = xs + rs
     kept = [k for k, s in enumerate(dims) if s != 1]
     drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
-    body_map: dict[Value, Value] = dict(vmap)
-    ops = [copy_body_op(b, body_map, lambda e: substitute(e, drop)) for b in op.body.ops[:-1]]
+    node = Node.build(
+        "scheduled.node",
+        sizes=([s for s in xs if s != 1], [s for s in rs if s != 1]),
+        device=t.device,
+        origins=list(op.origins or []),
+        results=[t],
+        names=[op.result.name],
+        regions=[Region()],
+        symbol=f"op{number}",
+        loc=op.loc,
+    )
+    vmap[op.result] = node.result
+    ops = [copy_body_op(b, vmap, lambda e: substitute(e, drop)) for b in op.body.ops[:-1]]
     for load in ops:  # a load from a reinterpret reads its buffer
-        alias = alias_of(load.args[0]) if kind(load) == "load" else None
+        alias = alias_of(load.source) if isinstance(load, Load) else None
         if alias is not None:
             base, offset = alias
-            load.args[:2] = [base, substitute(offset + sympy.sympify(load.args[1]), {})]
-    value = body_map[op.body.terminator.args[0]]
+            load.source = base
+            load.index = substitute(offset + sympy.sympify(load.index), {})
+    value = vmap[op.body.terminator.value]
     if rs:
-        red = Operation(
+        red = Reduce.build(
             "scheduled.reduction",
-            [value],
-            {"reduction_type": op.attrs["reduction_type"]},
-            [ScalarType(t.dtype)],
+            value=value,
+            reduction_type=op.reduction_type,
+            results=[ScalarType(t.dtype)],
         )
         ops.append(red)
         value = red.result
     index = sum((pvar(k) * s for k, s in enumerate(t.strides)), start=sympy.Integer(0))
     store_index = substitute(as_int_like(index), drop)
-    ops.append(Operation("scheduled.store", [op.result.name, store_index, value]))
-    sizes = ([s for s in xs if s != 1], [s for s in rs if s != 1])
-    attrs = {"sizes": sizes, "device": t.device, "origins": list(op.attrs.get("origins", []))}
-    node = Operation(
-        "scheduled.node",
-        attrs=attrs,
-        result_types=[t],
-        result_names=[op.result.name],
-        regions=[Region(Block(ops=renumber(ops)))],
-        symbol=f"op{number}",
-        loc=op.loc,
-    )
+    ops.append(Store.build("scheduled.store", buffer=node.result, index=store_index, value=value))
+    for body_op in renumber(ops):
+        node.body.append(body_op)
     set_node_deps(node)
     return node
 
 
-def _extern(op: Operation, vmap: dict[Value, Value]) -> Operation:
+def _extern(op: LoopsCall, vmap: dict[Value, Value]) -> Operation:
     """An extern or fallback call: it reads and writes whole buffers."""
-    args = map_values(op.args, lambda v: vmap.get(v, v))
-    attrs = {k: map_values(v, lambda x: vmap.get(x, x)) for k, v in op.attrs.items()}
-    attrs.pop("layout", None)
-    attrs.pop("input_strides", None)  # the argument buffers' types hold the layouts by now
-    new = Operation(
-        "scheduled.extern",
-        args,
-        attrs,
-        [r.type for r in op.results],
-        [r.name for r in op.results],
-        symbol=op.symbol,
-        loc=op.loc,
-    )
+    new = _copy(op, vmap, "scheduled.extern", ("layout", "input_strides"))
     tensors = [v for v in new.operands if isinstance(v.type, TensorType)]
     met, unmet = split_reads([_read_dep(v) for v in tensors])
-    new.attrs["writes"] = [buffer_dep(r) for r in new.results if isinstance(r.type, TensorType)]
-    new.attrs["unmet"], new.attrs["met"] = unmet, met
+    new.writes = [buffer_dep(r) for r in new.results if isinstance(r.type, TensorType)]
+    new.unmet, new.met = unmet, met
     return new
 
 
@@ -139,36 +124,27 @@ def _read_dep(value: Value) -> tuple[Value, Dep]:
     if alias is None:
         return value, buffer_dep(value)
     base, offset = alias
-    name, index, ranges = buffer_dep(value)
-    return base, (base.name, substitute(offset + sympy.sympify(index), {}), ranges)
+    _, index, ranges = buffer_dep(value)
+    return base, (base, substitute(offset + sympy.sympify(index), {}), ranges)
 
 
-def _copy(name: str, drop: tuple[str, ...] = ()) -> Callable[[Operation, dict], Operation]:
-    """Convert an op as is, without the attributes in `drop`."""
-
-    def convert(op: Operation, vmap: dict[Value, Value]) -> Operation:
-        return Operation(
-            name,
-            map_values(op.args, lambda v: vmap.get(v, v)),
-            {k: v for k, v in op.attrs.items() if k not in drop},
-            [r.type for r in op.results],
-            [r.name for r in op.results],
-            symbol=op.symbol,
-            loc=op.loc,
-        )
-
-    return convert
+def _copy(op: Operation, vmap: dict[Value, Value], name: str, drop: tuple[str, ...] = ()):
+    """`op` as the scheduled op `name`, without the attributes in `drop`."""
+    new = op.clone(vmap, name)
+    for key in drop:
+        new.del_attr(key)
+    return new
 
 
 #: how each top-level loops op becomes scheduled IR (pointwise and reduction are numbered)
-CONVERSIONS: dict[str, Callable[[Operation, dict[Value, Value]], Operation]] = {
+AS_SCHEDULED: dict[str, Callable[[Operation, dict[Value, Value]], Operation]] = {
     "loops.extern": _extern,
     "loops.fallback": _extern,
-    "loops.constant_tensor": _copy("scheduled.constant_tensor"),
+    "loops.constant_tensor": lambda op, vmap: _copy(op, vmap, "scheduled.constant_tensor"),
     # an alias, not a kernel: its operand keeps the buffer ordered before its readers
-    "loops.reinterpret": _copy("scheduled.reinterpret"),
+    "loops.reinterpret": lambda op, vmap: _copy(op, vmap, "scheduled.reinterpret"),
     # the outputs' strides are in their buffers' types by now
-    "loops.output": _copy("scheduled.output", drop=("strides",)),
+    "loops.output": lambda op, vmap: _copy(op, vmap, "scheduled.output", ("strides",)),
 }
 
 
@@ -179,35 +155,26 @@ def schedule_graph(graph: Operation) -> Operation:
     block = Block(args)
     count = 0
     for op in graph.body.ops:
-        if op.name in ("loops.pointwise", "loops.reduction"):
+        if isinstance(op, Pointwise):
             new = _node(op, vmap, count)
             count += 1
-        elif op.name in CONVERSIONS:
-            new = CONVERSIONS[op.name](op, vmap)
+        elif op.name in AS_SCHEDULED:
+            new = AS_SCHEDULED[op.name](op, vmap)
         else:
             raise MindError(
                 f"schedule cannot place '{op.name}' (run realize,inline first: views and "
                 "unrealized nodes must be gone)",
                 op.loc,
             )
-        vmap.update(zip(op.results, new.results))
         block.append(new)
-    return Operation(
-        "scheduled.graph",
-        attrs=dict(graph.attrs),
-        regions=[Region(block)],
-        symbol=graph.symbol,
-        loc=graph.loc,
+    return Graph.build(
+        "scheduled.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc
     )
 
 
-@register_pass
 @dataclass(frozen=True)
-class Schedule(Pass):
-    name = "schedule"
-    input = "loops"
-    output = "scheduled"
-    summary = "one scheduler node per buffer, with sizes and MemoryDeps"
+class Schedule(GraphPass, name="schedule", input="loops", output="scheduled"):
+    """One scheduler node per buffer, with sizes and MemoryDeps."""
 
-    def run(self, module: Module) -> Module:
-        return Module([schedule_graph(g) for g in module.ops])
+    def run_graph(self, graph: Operation) -> Operation:
+        return schedule_graph(graph)

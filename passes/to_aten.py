@@ -1,4 +1,5 @@
-"""to-aten: fx -> aten through AOTAutograd, with torch's own decomposition tables."""
+"""to-aten: fx -> aten through AOTAutograd, with torch's own decomposition tables. torch loads
+when the pass runs (or when capture or the backend call `aten_graphs`), not on import."""
 
 from __future__ import annotations
 
@@ -9,36 +10,36 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import torch
-import torch.fx
-from mind.dialects import aten, fx
-from mind.ir.core import Module, Operation
+from mind.ir.core import Operation
 from mind.ir.diagnostics import MindError
 from mind.ir.types import SymType, TensorType, contiguous_strides
 
-from .manager import Pass, register_pass
+from .manager import GraphPass
 
-A = torch.ops.aten
+if TYPE_CHECKING:
+    import torch.fx
+
 #: composite ops that core ATen keeps but that mind lowers from their parts (torch's own rules)
-_EXTRA_DECOMPOSITIONS = [
-    A._softmax,
-    A._log_softmax,
-    A.native_layer_norm,
-    A.gelu,
-    A.native_group_norm,
-    A._native_batch_norm_legit_no_training,
-    A.hardtanh,
-    A.hardsigmoid,
-    A.hardswish,
-    A.mish,
-    A.logsumexp,
-    A.addcmul,
-    A.addcdiv,
-    A.lerp,
-    A.linalg_vector_norm,
-    A.logit,
-]
+_EXTRA_DECOMPOSITIONS = (
+    "_softmax",
+    "_log_softmax",
+    "native_layer_norm",
+    "gelu",
+    "native_group_norm",
+    "_native_batch_norm_legit_no_training",
+    "hardtanh",
+    "hardsigmoid",
+    "hardswish",
+    "mish",
+    "logsumexp",
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "linalg_vector_norm",
+    "logit",
+)
 #: batch norm in every variant to functional ATen (as Inductor's table does): AOTAutograd
 #: refuses the in-place `_native_batch_norm_legit` a conv net in eval mode traces to
 _BATCH_NORM = (
@@ -52,18 +53,21 @@ _BATCH_NORM = (
 #: core ATen entries that change what an op returns, so torch's table is used without them as
 #: Inductor does: the rule for `_scaled_dot_product_flash_attention_for_cpu` serves export and
 #: returns the attention weights where the op returns the logsumexp
-_EXCLUDED = (A._scaled_dot_product_flash_attention_for_cpu.default,)
+_EXCLUDED = ("_scaled_dot_product_flash_attention_for_cpu",)
 
 
 @lru_cache(maxsize=1)
 def decompositions() -> dict:
     """torch's core ATen table, plus the extra rules above, less the excluded ones."""
+    import torch
     from torch._decomp import core_aten_decompositions, get_decompositions, remove_decompositions
 
-    extra = [*_EXTRA_DECOMPOSITIONS, *(getattr(A, n) for n in _BATCH_NORM if hasattr(A, n))]
+    aten = torch.ops.aten
+    extra = [getattr(aten, n) for n in (*_EXTRA_DECOMPOSITIONS, *_BATCH_NORM) if hasattr(aten, n)]
+    excluded = [getattr(aten, n).default for n in _EXCLUDED if hasattr(aten, n)]
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(extra))
-    remove_decompositions(table, list(_EXCLUDED))
+    remove_decompositions(table, excluded)
     return table
 
 
@@ -77,7 +81,9 @@ def aten_graphs(
     graphs land in, as `aten.graph` ops: the forward now, the backward once AOTAutograd compiles
     it. `compile_graph(aot_gm, symbol)` replaces that default: it gets each ATen GraphModule
     itself, so that it can fall back to running it."""
+    from mind.dialects import aten
     from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     graphs: list[Operation] = []
 
@@ -87,7 +93,10 @@ def aten_graphs(
 
     def compiler(kind: str):
         def compile_fn(aot_gm: torch.fx.GraphModule, _inputs):
-            return (compile_graph or keep)(aot_gm, f"{name}_{kind}")
+            # AOTAutograd calls its compilers under its fake mode: the graph's constants, and
+            # what a loaded program makes at load, must be real tensors
+            with unset_fake_temporarily():
+                return (compile_graph or keep)(aot_gm, f"{name}_{kind}")
 
         return compile_fn
 
@@ -114,6 +123,10 @@ def _effect_tokens_in_graph():
 
 
 def fake_inputs(graph_op: Operation, mode) -> list:
+    import torch
+    from mind.dialects import fx
+    from mind.dialects.torch_types import to_torch, to_torch_device
+
     inputs = []
     for t in fx.example_inputs(graph_op):
         if isinstance(t, SymType) or (
@@ -126,44 +139,38 @@ def fake_inputs(graph_op: Operation, mode) -> list:
             )
         if not isinstance(t, TensorType):
             raise MindError(f"to-aten cannot make an example input of type {t}", graph_op.loc)
+        device = to_torch_device(t.device) if t.device is not None else "cpu"
         with mode:
             inputs.append(
                 torch.empty_strided(
                     t.shape,
                     t.strides or contiguous_strides(t.shape),
-                    dtype=t.dtype,
-                    device=t.device or "cpu",
+                    dtype=to_torch(t.dtype),
+                    device=device,
                 )
             )
     return inputs
 
 
-@register_pass
 @dataclass(frozen=True)
-class ToAten(Pass):
-    """fx -> aten: each `fx.graph` becomes its inference `aten.graph` (forward)."""
+class ToAten(GraphPass, name="to-aten", input="fx", output="aten"):
+    """AOTAutograd with torch's decompositions: each fx graph becomes its forward ATen graph."""
 
-    name = "to-aten"
-    input = "fx"
-    output = "aten"
-    summary = "AOTAutograd with torch's decompositions: fx graphs become ATen graphs"
+    def run_graph(self, graph: Operation) -> list[Operation]:
+        import torch
+        from mind.dialects import fx
+        from torch._subclasses.fake_tensor import FakeTensorMode
 
-    def run(self, module: Module) -> Module:
-        from torch._subclasses.fake_tensor import FakeTensorMode  # Dynamo-side: load on use
-
-        out = []
-        for graph_op in module.ops:
-            gm = fx.export_graph(graph_op)
-            mode = FakeTensorMode(allow_non_fake_inputs=True)
-            inputs = fake_inputs(graph_op, mode)
-            try:
-                with torch.no_grad(), _quiet(logging.getLogger("torch._subclasses.fake_tensor")):
-                    out += aten_graphs(gm, inputs, graph_op.symbol)[1]
-            except MindError:
-                raise
-            except Exception as exc:  # torch rejects the program: an error in the input
-                raise torch_error(exc, graph_op) from exc
-        return Module(out)
+        gm = fx.export_graph(graph)
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        inputs = fake_inputs(graph, mode)
+        try:
+            with torch.no_grad(), _quiet(logging.getLogger("torch._subclasses.fake_tensor")):
+                return aten_graphs(gm, inputs, graph.symbol)[1]
+        except MindError:
+            raise
+        except Exception as exc:  # torch rejects the program: an error in the input
+            raise torch_error(exc, graph) from exc
 
 
 @contextmanager

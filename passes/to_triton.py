@@ -7,42 +7,32 @@ size, dtype and device takes it over instead of allocating (graph inputs and out
 A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
 and it never enters the pool itself.
 
+Constants are made once, when the emitted module loads: they never enter the pool, and an
+output that is a constant (or a view of one) is a copy, so a caller cannot change the next call's
+constant. Input sizes and strides are Dynamo's guards to check (and AOTAutograd's, for a backward
+graph's tangents); `assert-inputs` makes the wrapper assert them again on every call.
+
 Symbolic sizes: launches pass the size symbols and numels as expressions, grids are expressions
 the emitted wrapper evaluates, and inputs with symbolic sizes are not asserted.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from mind.analysis.views import alias_of
+from mind.codegen import plan_node
+from mind.codegen.heuristics import MAX_R_BLOCK, PERSISTENT_MAX
+from mind.codegen.plan import python_name
+from mind.dialects.common import Call, ConstantTensor, Reinterpret
+from mind.dialects.triton import Launch
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType
 
-from .manager import Pass, register_pass
-from .reinterpret import alias_of
-from .triton_heuristics import MAX_R_BLOCK, PERSISTENT_MAX, grid
-from .triton_kernel import build_kernel
-from .triton_layout import plan
+from .manager import Pass
 
-_KIND_PREFIX = {"pointwise": "poi", "persistent_reduction": "per", "reduction": "red"}
 _DEP_ATTRS = ("origins", "writes", "met", "unmet")
-
-
-def identifier(text: str) -> str:
-    """`text` with what a Python name cannot hold replaced (origins and graph symbols are any
-    string in IR text; kernels and wrappers are Python functions named after them)."""
-    return re.sub(r"[^0-9A-Za-z_]", "_", text)
-
-
-def kernel_name(kind: str, origins: list[str], index: int) -> str:
-    fused = identifier("_".join(sorted(set(origins))))
-    return (
-        f"triton_{_KIND_PREFIX[kind]}_fused_{fused}_{index}"
-        if fused
-        else f"triton_{_KIND_PREFIX[kind]}_fused_{index}"
-    )
 
 
 def storage_key(t: TensorType) -> tuple:
@@ -56,48 +46,44 @@ def _static(t: TensorType) -> bool:
     return all(isinstance(s, int) for s in (*t.shape, *t.strides))
 
 
-def _last_uses(ops: list[Operation]) -> dict[Value, int]:
-    last: dict[Value, int] = {}
-    for i, op in enumerate(ops):
-        for op_inner in op.walk():
-            for value in op_inner.operands:
-                last[value] = i
-        for result in op.results:
-            last.setdefault(result, i)
-    return last
+def _last_uses(block: Block) -> dict[Value, int]:
+    """The position of the last op that uses each graph input and each op's result (by the use
+    lists; a result nothing uses dies where it is made), in order of definition."""
+    position = {op: i for i, op in enumerate(block.ops)}
+    defined = [(0, a) for a in block.args] + [
+        (i, r) for i, op in enumerate(block.ops) for r in op.results
+    ]
+    return {
+        value: max((position[u.ancestor_in(block)] for u in value.users), default=i)
+        for i, value in defined
+    }
 
 
 def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: set[Value]) -> None:
     """A buffer stays live while a reinterpret of it is, and is an output when one is."""
     for op in reversed(ops):
-        if op.name == "scheduled.reinterpret":
-            base = op.args[0]
+        if isinstance(op, Reinterpret):
+            base = op.buffer
             last[base] = max(last[base], last[op.result])
             if op.result in outputs:
                 outputs.add(base)
 
 
-@register_pass
 @dataclass(frozen=True)
-class ToTriton(Pass):
-    """scheduled -> triton: kernels and a host wrapper per graph."""
-
-    name = "to-triton"
-    input = "scheduled"
-    output = "triton"
-    summary = "generate Triton kernels and the host wrapper"
+class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
+    """Generate Triton kernels and the host wrapper of each graph."""
 
     persistent_max: int = PERSISTENT_MAX
     max_r_block: int = MAX_R_BLOCK
-    #: looped softmax computes max and sum of exp in one r-loop (off: one r-loop each)
-    online_softmax: bool = True
+    #: assert every input's sizes and strides on each call (the guards already check them)
+    assert_inputs: bool = False
 
     def run(self, module: Module) -> Module:
         kernels: list[Operation] = []
         wrappers = []
         single = len(module.ops) == 1
         for graph in module.ops:
-            name = "call" if single else f"call_{identifier(graph.symbol)}"
+            name = "call" if single else f"call_{python_name(graph.symbol)}"
             wrappers.append(_WrapperBuilder(self, graph, kernels).build(name))
         return Module([*kernels, *wrappers])
 
@@ -117,23 +103,27 @@ class _WrapperBuilder:
     def build(self, name: str) -> Operation:
         for arg in self.graph.body.args:
             self.values[arg] = self.block.add_arg(Value(arg.name, arg.type))
-        for arg in self.block.args:
+        for arg in self.block.args if self.options.assert_inputs else []:
             t = arg.type
             if isinstance(t, TensorType) and t.strides is not None and _static(t):
                 self.add(Operation("triton.assert_size_stride", [arg, t.shape, t.strides]))
         ops = self.graph.body.ops
-        last = _last_uses(ops)
+        last = _last_uses(self.graph.body)
         outputs = set(iter_values(ops[-1].args)) if ops else set()
         _extend_to_aliases(ops, last, outputs)
-        kept = outputs | set(self.graph.body.args)
+        constants = {op.result for op in ops if isinstance(op, ConstantTensor)}
+        kept = outputs | constants | set(self.graph.body.args)
+        dying: dict[int, list[Value]] = {}
+        for value, end in last.items():
+            if value not in kept and alias_of(value) is None:
+                dying.setdefault(end, []).append(value)
         for i, op in enumerate(ops):
             handler = _HANDLERS.get(op.name)
             if handler is None:
                 raise MindError(f"to-triton cannot translate '{op.name}'", op.loc)
             handler(self, op)
-            for value, end in last.items():
-                if end == i and value not in kept and alias_of(value) is None:
-                    self.release(value)
+            for value in dying.get(i, ()):
+                self.release(value)
         return Operation("triton.wrapper", symbol=name, regions=[Region(self.block)])
 
     def release(self, value: Value) -> None:
@@ -161,66 +151,53 @@ class _WrapperBuilder:
         return self.values[result]
 
     def on_node(self, node: Operation) -> None:
+        """The node's buffers, then its plan's temporaries, launches and kernels (codegen/)."""
         for result in node.results:
             self.allocate(result)
-        layout = plan(node, self.options.persistent_max, self.options.max_r_block)
-        if any(g.numel == 0 for g in layout.groups if g.pid_axis is not None):
-            return  # nothing to compute: the (empty) buffers are all there is
-        name = kernel_name(layout.config.kind, node.attrs.get("origins", []), len(self.kernels))
-        kernel, args = build_kernel(node, layout, name, self.values, self.options.online_softmax)
-        self.kernels.append(kernel)
-        numels = {g.block: g.numel for g in layout.groups}
-        launch_grid = grid(layout.config, numels)
-        self.add(Operation("triton.launch", args, {"grid": launch_grid}, symbol=name))
+        plan = plan_node(node, self.options, self.values, len(self.kernels))
+        for temporary in plan.temporaries:
+            self.allocate(temporary)
+        self.kernels += plan.kernels
+        for launch in plan.launches:
+            values = map_values(launch.args, lambda v: self.values.get(v, v))
+            self.add(
+                Launch.build("triton.launch", values=values, grid=launch.grid, symbol=launch.kernel)
+            )
+        for temporary in plan.temporaries:
+            self.release(temporary)
 
     def on_extern(self, op: Operation) -> None:
-        kwargs = {
-            k: map_values(v, self.values.__getitem__)
-            for k, v in op.attrs.items()
-            if k not in _DEP_ATTRS
-        }
-        args = map_values(op.args, self.values.__getitem__)
-        call = Operation(
-            "triton.extern",
-            args,
-            kwargs,
-            [r.type for r in op.results],
-            [r.name for r in op.results],
-            symbol=op.symbol,
-        )
-        self.add(call)
-        self.values.update(zip(op.results, call.results))
+        call = self.add(op.clone(self.values, "triton.extern"))
+        for key in _DEP_ATTRS:  # what scheduling knew; ATen needs only the call
+            call.del_attr(key)
 
-    def on_constant(self, op: Operation) -> None:
-        const = Operation(
-            "triton.constant_tensor",
-            [],
-            dict(op.attrs),
-            [op.result.type],
-            [op.result.name],
-            symbol=op.symbol,
-        )
-        self.values[op.result] = self.add(const).result
-
-    def on_reinterpret(self, op: Operation) -> None:
-        alias = Operation(
-            "triton.reinterpret",
-            [self.values[op.args[0]]],
-            dict(op.attrs),
-            [op.result.type],
-            [op.result.name],
-            loc=op.loc,
-        )
-        self.values[op.result] = self.add(alias).result
+    def on_copy(self, op: Operation) -> None:
+        """A constant or an alias: the same op in the triton dialect."""
+        self.add(op.clone(self.values, f"triton.{op.kind}"))
 
     def on_output(self, op: Operation) -> None:
-        self.add(Operation("triton.output", map_values(op.args, self.values.__getitem__)))
+        self.add(Operation("triton.output", map_values(op.values, self.output_value)))
+
+    def output_value(self, value: Value) -> Value:
+        """The wrapper value returned for `value`: a copy when it is (a view of) a constant,
+        which lives as long as the module and must not be handed to the caller."""
+        root = (alias_of(value) or (value, 0))[0]
+        if not isinstance(root.owner, ConstantTensor):
+            return self.values[value]
+        clone = Call.build(
+            "triton.extern",
+            values=[self.values[value]],
+            results=[value.type],
+            names=[f"{value.name}_copy"],
+            symbol="aten.clone.default",
+        )
+        return self.add(clone).result
 
 
 _HANDLERS = {
     "scheduled.node": _WrapperBuilder.on_node,
     "scheduled.extern": _WrapperBuilder.on_extern,
-    "scheduled.constant_tensor": _WrapperBuilder.on_constant,
-    "scheduled.reinterpret": _WrapperBuilder.on_reinterpret,
+    "scheduled.constant_tensor": _WrapperBuilder.on_copy,
+    "scheduled.reinterpret": _WrapperBuilder.on_copy,
     "scheduled.output": _WrapperBuilder.on_output,
 }

@@ -1,8 +1,18 @@
 """The runtime: import generated Triton modules (kernels + `call`), cached by source hash, run on
-the GPU or, for CPU tensors, in Triton's interpreter. It knows only the emitted Python source."""
+the GPU or, for CPU tensors, in Triton's interpreter. It knows only the emitted Python source (and,
+for the graph cache, the text of the graph it came from, as an opaque key)."""
 
-from .cache import cache_dir, source_key
+from .cache import cache_dir, cached_graph, graph_key, remember_graph, source_key
 from .errors import KernelError
 from .loader import default_interpret, load
 
-__all__ = ["KernelError", "cache_dir", "default_interpret", "load", "source_key"]
+__all__ = [
+    "KernelError",
+    "cache_dir",
+    "cached_graph",
+    "default_interpret",
+    "graph_key",
+    "load",
+    "remember_graph",
+    "source_key",
+]

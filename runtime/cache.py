@@ -1,15 +1,33 @@
-"""The on-disk kernel cache: generated modules live under a content hash, so the same source on the
-same Triton and device is written once and imported from the same file every time after."""
+"""The on-disk caches, under `$MIND_CACHE_DIR` (default `~/.cache/mind`):
+
+- modules: each generated module under the hash of its source, the Triton version and the
+  device (`<key>.py`), written once and imported from the same file every time after;
+- graphs: for each compiled graph, the key of its module (`graphs/<key>`), under a hash of
+  everything that changes the result (the aten IR text, the pipeline with its options, mind's
+  own source, the torch and Triton versions, the device), so a new process that compiles the same
+  graph imports its module without running a pass. Triton's own cache keeps the compiled kernels.
+
+A file is trusted only when its content hashes to the key it is stored under: one that does not
+(truncated, edited, another module under the key) is rewritten from the source in hand, or, for
+a graph, ignored and compiled again. Files are written atomically (a temporary file in the same
+folder, renamed into place), so a reader never sees half a file. A cache that cannot be written
+is no error: the caller compiles in memory.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import sys
 import tempfile
+from functools import cache
 from pathlib import Path
 
 import torch
 import triton
+
+_KEY = re.compile(r"[0-9a-f]{64}$")
 
 
 def cache_dir() -> Path:
@@ -26,30 +44,104 @@ def device_key(interpret: bool) -> str:
     return f"cuda:{torch.cuda.get_device_name(index)}:sm{major}{minor}"
 
 
-def source_key(source: str, interpret: bool) -> str:
-    """sha256 of the source, the Triton version and the device."""
+def _digest(*parts: str) -> str:
     digest = hashlib.sha256()
-    for part in (source, triton.__version__, device_key(interpret)):
+    for part in parts:
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()
 
 
-def cached_file(source: str, key: str) -> Path:
-    """The file holding `source` under `key`; written atomically (a temporary file in the same
-    folder, renamed into place) only when it is not there yet, so a reader never sees half a file."""
-    path = cache_dir() / key[:2] / f"{key}.py"
-    if path.exists():
-        return path
+def source_key(source: str, interpret: bool) -> str:
+    """sha256 of the source, the Triton version and the device."""
+    return _digest(source, triton.__version__, device_key(interpret))
+
+
+@cache
+def mind_fingerprint() -> str:
+    """sha256 of the source of every loaded mind package (the compiler: ir, dialects, parser,
+    passes, runtime, ...), so an edited pass never serves a stale graph."""
+    import mind.passes  # noqa: F401
+    import mind.target  # noqa: F401  (the emitter, which the backend loads when it first emits)
+
+    import mind.backend  # noqa: F401  (loads what compiles a graph)
+
+    folders = {
+        Path(folder)
+        for name, module in list(sys.modules.items())
+        if name == "mind" or name.startswith("mind.")
+        for folder in getattr(module, "__path__", ())
+    }
+    files = sorted(
+        f
+        for folder in folders
+        for f in folder.rglob("*")
+        if f.suffix in (".py", ".lark") and "__pycache__" not in f.parts
+    )
+    return _digest(*(f"{f.name}:{f.read_text()}" for f in files))
+
+
+def graph_key(aten: str, pipeline: str, interpret: bool) -> str:
+    """The key of a compiled graph: everything that changes the module generated for it."""
+    return _digest(
+        aten, pipeline, mind_fingerprint(), torch.__version__, triton.__version__,
+        device_key(interpret),
+    )  # fmt: skip
+
+
+def module_path(key: str) -> Path:
+    return cache_dir() / key[:2] / f"{key}.py"
+
+
+def _write(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:16]}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(source)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def cached_file(source: str, key: str) -> Path | None:
+    """The file holding exactly `source` under `key`: written if missing, rewritten if its
+    content differs; None when the cache cannot be written (the caller loads from memory)."""
+    path = module_path(key)
+    if _read(path) == source:
+        return path
+    try:
+        _write(path, source)
+    except OSError:
+        return None
     return path
+
+
+def cached_graph(key: str, interpret: bool) -> str | None:
+    """The source of the module compiled for graph `key`, when the cache holds it intact."""
+    module_key = (_read(cache_dir() / "graphs" / key[:2] / key) or "").strip()
+    if not _KEY.match(module_key):
+        return None
+    source = _read(module_path(module_key))
+    if source is None or source_key(source, interpret) != module_key:
+        return None
+    return source
+
+
+def remember_graph(key: str, source: str, interpret: bool) -> None:
+    """Record that graph `key` compiles to `source` (whose module file the loader wrote)."""
+    try:
+        _write(cache_dir() / "graphs" / key[:2] / key, source_key(source, interpret) + "\n")
+    except OSError:
+        pass  # an unwritable cache: the next process compiles again

@@ -1,8 +1,9 @@
 """Kernel failures as readable errors: which kernel, its source, and the IR file it came from.
 
-Triton compiles a kernel at its first launch (or interprets it on CPU), so a bad kernel surfaces
-as an exception deep inside the generated `call`. The traceback says which launch line of the
-generated file was running; the file's own syntax tree says which kernel that line launches."""
+A kernel compiles when its module loads (it is bound then) and runs inside the generated `call`
+(or is interpreted there, on CPU), so a bad kernel surfaces as an exception from deep inside
+either. The traceback says which line of the generated file was running; the file's own syntax
+tree says which kernel that line binds or launches."""
 
 from __future__ import annotations
 
@@ -30,14 +31,24 @@ def kernel_sources(tree: ast.Module, lines: list[str]) -> dict[str, str]:
 
 
 def launch_lines(tree: ast.Module, kernels: set[str]) -> dict[int, str]:
-    """Line number -> the kernel launched there (`k[grid](...)` or `k.run(...)`)."""
-    out = {}
+    """Line number -> the kernel bound or launched there: `x = bind(k, ...)` (where it
+    compiles), a launch of its launcher `x(...)`, or `k[grid](...)` / `k.run(...)`."""
+    out, launchers = {}, {}
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Assign) else None
+        if isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name):
+            if value.args[0].id in kernels and isinstance(node.targets[0], ast.Name):
+                launchers[node.targets[0].id] = value.args[0].id
+                out.update(dict.fromkeys(range(node.lineno, node.end_lineno + 1), value.args[0].id))
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         target = node.func.value if isinstance(node.func, ast.Subscript | ast.Attribute) else None
-        if isinstance(target, ast.Name) and target.id in kernels:
-            out.update(dict.fromkeys(range(node.lineno, node.end_lineno + 1), target.id))
+        name = target.id if isinstance(target, ast.Name) and target.id in kernels else None
+        if isinstance(node.func, ast.Name) and node.func.id in launchers:
+            name = launchers[node.func.id]
+        if name is not None:
+            out.update(dict.fromkeys(range(node.lineno, node.end_lineno + 1), name))
     return out
 
 
@@ -63,13 +74,33 @@ def origin_location(origin: str, kernel: str | None) -> Location | None:
     return Location(origin, 1, 1, text)
 
 
-def wrap_call(module: types.ModuleType, origin: str) -> None:
+class GeneratedSource:
+    """A generated module's file, parsed once: its kernels' sources and where each one is bound
+    and launched, to name the kernel behind a failure."""
+
+    def __init__(self, source: str, path: str, origin: str):
+        self.path, self.origin = path, origin
+        tree = ast.parse(source, path)
+        self.kernels = kernel_sources(tree, source.splitlines())
+        self.launches = launch_lines(tree, set(self.kernels))
+
+    def error(self, exc: BaseException, kernel: str | None = None) -> KernelError | None:
+        """`exc` as a KernelError naming its kernel (`kernel`, or the one whose line in the
+        generated file was running), or None when no kernel is to blame."""
+        kernel = kernel or failing_kernel(exc, self.path, self.launches)
+        if kernel is None and not isinstance(exc, TritonError):
+            return None
+        what = f"kernel '{kernel}'" if kernel else "a kernel"
+        message = (
+            f"Triton failed on {what} generated from {self.origin} ({self.path}):\n"
+            f"{type(exc).__name__}: {exc}"
+            + (f"\nkernel source:\n{self.kernels[kernel]}" if kernel else "")
+        )
+        return KernelError(message, origin_location(self.origin, kernel))
+
+
+def wrap_call(module: types.ModuleType, source: GeneratedSource) -> None:
     """Replace `module.call` by one that re-raises kernel failures as `KernelError`."""
-    path = module.__file__
-    source = Path(path).read_text()
-    tree = ast.parse(source, path)
-    kernels = kernel_sources(tree, source.splitlines())
-    launches = launch_lines(tree, set(kernels))
     call = module.call
 
     @functools.wraps(call)
@@ -77,15 +108,9 @@ def wrap_call(module: types.ModuleType, origin: str) -> None:
         try:
             return call(args)
         except Exception as exc:
-            kernel = failing_kernel(exc, path, launches)
-            if kernel is None and not isinstance(exc, TritonError):
+            error = source.error(exc)
+            if error is None:
                 raise
-            what = f"kernel '{kernel}'" if kernel else "a kernel"
-            message = (
-                f"Triton failed on {what} generated from {origin} ({path}):\n"
-                f"{type(exc).__name__}: {exc}"
-                + (f"\nkernel source:\n{kernels[kernel]}" if kernel else "")
-            )
-            raise KernelError(message, origin_location(origin, kernel)) from exc
+            raise error from exc
 
     module.call = checked_call

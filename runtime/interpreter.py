@@ -25,6 +25,8 @@ from triton import knobs
 from triton.runtime.interpreter import InterpretedFunction, interpreter_builder
 from triton.runtime.jit import JITFunction
 
+from .launch import DEBUG_OPTIONS
+
 #: one interpreted launch at a time: the swap is process-wide
 _LOCK = threading.RLock()
 #: by id: hashing a JITFunction walks its dependencies, which fails mid-swap
@@ -65,11 +67,10 @@ def _restore(saved: dict[object, dict[str, object]]) -> None:
 
 
 def _checked_options(options):
-    """Interpreter options that check device asserts (kernels compile with `debug=True` where
-    they assert) without Triton's integer-overflow asserts, which eager never makes."""
-    wanted = {"debug": True, "sanitize_overflow": False}
+    """Interpreter options that check device asserts as a compiled kernel that asserts does
+    (`DEBUG_OPTIONS`); the interpreter has one set of options for every kernel."""
     names = {f.name for f in dataclasses.fields(options)}
-    return dataclasses.replace(options, **{k: v for k, v in wanted.items() if k in names})
+    return dataclasses.replace(options, **{k: v for k, v in DEBUG_OPTIONS.items() if k in names})
 
 
 @contextmanager

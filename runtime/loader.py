@@ -8,18 +8,20 @@ library (see `interpreter.py`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 import threading
 import types
+from pathlib import Path
 
 import torch
 from triton import knobs
 
 from .cache import cached_file, source_key
-from .errors import wrap_call
+from .compile_pool import compile_all, exec_source
+from .errors import GeneratedSource, wrap_call
 from .interpreter import run_interpreted
+from .launch import Binding, deferred
 
 _MODULES: dict[str, types.ModuleType] = {}
 #: the interpret knob is process-wide: one import at a time flips it
@@ -41,23 +43,53 @@ def load(
     interpret = default_interpret() if interpret is None else interpret
     key = source_key(source, interpret)
     if key not in _MODULES:
-        _MODULES[key] = _import(cached_file(source, key), name, key, origin, interpret)
+        _MODULES[key] = _import(source, cached_file(source, key), name, key, origin, interpret)
     return _MODULES[key]
 
 
-def _import(path, name: str, key: str, origin: str | None, interpret: bool) -> types.ModuleType:
+def _import(
+    text: str, path: Path | None, name: str, key: str, origin: str | None, interpret: bool
+) -> types.ModuleType:
+    """Execute `text` as a module: from its cache file `path`, or from memory when the cache
+    could not be written. Its kernels compile in the worker pool, then bind."""
     module_name = f"mind_generated_{re.sub(r'[^0-9A-Za-z_]', '_', name)}_{key[:16]}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
+    filename = str(path) if path is not None else f"<mind-generated {module_name}>"
+    module = types.ModuleType(module_name)
+    module.__file__ = filename
+    source = GeneratedSource(text, filename, origin or name)
     sys.modules[module_name] = module
-    with _KNOB_LOCK, knobs.runtime.scope():
-        knobs.runtime.interpret = interpret
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
+    try:
+        with _KNOB_LOCK, knobs.runtime.scope():
+            knobs.runtime.interpret = interpret
+            _execute(module, text, filename, source, interpret)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
     if interpret:
         run_interpreted(module)
-    wrap_call(module, origin or name)
+    wrap_call(module, source)
     return module
+
+
+def _execute(
+    module: types.ModuleType, text: str, filename: str, source: GeneratedSource, interpret: bool
+) -> None:
+    """Run the module with its bindings deferred, compile its kernels (in parallel when the
+    compile pool runs), then bind each one in place of its `Binding`; a kernel that fails raises
+    a KernelError naming it."""
+    try:
+        with deferred() as bindings:
+            exec_source(text, filename, module.__dict__)
+    except Exception as exc:
+        error = source.error(exc)
+        if error is None:
+            raise
+        raise error from exc
+    if not interpret:
+        compile_all(module.__name__, text, filename, bindings)
+    for name, value in list(vars(module).items()):
+        if isinstance(value, Binding):
+            try:
+                setattr(module, name, value.launcher())
+            except Exception as exc:
+                raise source.error(exc, value.name) from exc

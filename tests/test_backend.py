@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from mind.runtime import loader
 from test_runtime import BROKEN_SOURCE, SEED_SOURCE, seed
 from torch._dynamo.backends.registry import lookup_backend
 
 import mind
-from mind import MindFallbackWarning, backend
+from mind import MindFallbackWarning, backend, runtime
 
 STAGES = ("fx", "aten", "loops", "scheduled", "triton", "py")
 
@@ -42,10 +43,9 @@ def test_backend_resolves_by_name():
     assert lookup_backend("mind") is backend.mind_backend
 
 
-def test_failing_pass_warns_once_and_runs_eagerly(monkeypatch):
-    monkeypatch.setattr(backend, "PIPELINE", "lower,no-such-pass")
+def test_failing_pass_warns_once_and_runs_eagerly():
     inputs = seed_inputs()
-    out, warned = run(seed, *inputs)
+    out, warned = run(seed, *inputs, options={"pipeline": "lower,no-such-pass"})
     torch.testing.assert_close(out, seed(*inputs))
     assert len(warned) == 1
     assert warned[0].startswith("mind: graph 'graph") and "unknown pass 'no-such-pass'" in warned[0]
@@ -54,7 +54,7 @@ def test_failing_pass_warns_once_and_runs_eagerly(monkeypatch):
 
 
 def test_kernel_failing_at_first_call_warns_once_and_runs_eagerly(monkeypatch):
-    monkeypatch.setattr(backend, "generate", lambda graph, dump: BROKEN_SOURCE)
+    monkeypatch.setattr(backend, "generate", lambda graph, dump, pipeline: BROKEN_SOURCE)
     inputs = seed_inputs()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -69,7 +69,7 @@ def test_kernel_failing_at_first_call_warns_once_and_runs_eagerly(monkeypatch):
 
 
 def test_generated_program_runs(monkeypatch):
-    monkeypatch.setattr(backend, "generate", lambda graph, dump: SEED_SOURCE)
+    monkeypatch.setattr(backend, "generate", lambda graph, dump, pipeline: SEED_SOURCE)
     inputs = seed_inputs()
     out, warned = run(seed, *inputs)
     assert warned == []
@@ -102,3 +102,94 @@ def test_symbolic_sizes_match_eager_without_fallback():
             inputs = tuple(torch.randn(rows, cols) for _ in range(3))
             torch.testing.assert_close(compiled(*inputs), seed(*inputs))
     assert not [w for w in caught if issubclass(w.category, MindFallbackWarning)]
+
+
+def test_pipeline_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MIND_PIPELINE", "lower,no-such-pass")
+    out, warned = run(seed, *seed_inputs())
+    assert len(warned) == 1 and "unknown pass 'no-such-pass'" in warned[0]
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune",
+                                  "max-autotune-no-cudagraphs"])  # fmt: skip
+def test_modes_compile_and_match_eager(mode):
+    """On CPU tensors there is nothing to record: every mode runs the compiled kernels."""
+    inputs = seed_inputs()
+    out, warned = run(seed, *inputs, mode=mode)
+    assert warned == []
+    torch.testing.assert_close(out, seed(*inputs))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"mode": "fast"}, "unknown mode 'fast' (modes: default, reduce-overhead, max-autotune, "
+                           "max-autotune-no-cudagraphs)"),
+        ({"options": {"cuda_graphs": True}}, "unknown option 'cuda_graphs' (options: cudagraphs, "
+                                             "cudagraph_max_shapes, cudagraph_max_recordings, "
+                                             "pipeline)"),
+        ({"options": {"cudagraphs": 1}}, "option 'cudagraphs' takes a bool, not int (1)"),
+    ],
+)  # fmt: skip
+def test_bad_mode_or_option_is_an_error_naming_the_valid_ones(kwargs, error):
+    """A caller's mistake raises (through Dynamo) instead of quietly running eagerly."""
+    with pytest.raises(Exception, match=re.escape(error)):
+        torch.compile(seed, backend="mind", **kwargs)(*seed_inputs())
+
+
+def test_graph_cache_serves_a_new_process_without_running_passes(monkeypatch):
+    inputs = seed_inputs()
+    out, warned = run(seed, *inputs)
+    assert warned == []
+
+    def no_passes(*args):
+        raise AssertionError("the passes ran on a cached graph")
+
+    monkeypatch.setattr(loader, "_MODULES", {})  # a new process: only the disk is left
+    monkeypatch.setattr(backend, "generate", no_passes)
+    torch._dynamo.reset()
+    out, warned = run(seed, *inputs)
+    assert warned == []
+    torch.testing.assert_close(out, seed(*inputs))
+
+
+@pytest.mark.parametrize("damage", ["graph entry", "module"])
+def test_damaged_graph_cache_compiles_again(monkeypatch, damage):
+    inputs = seed_inputs()
+    run(seed, *inputs)
+    cache = runtime.cache_dir()
+    (entry,) = [p for p in (cache / "graphs").rglob("*") if p.is_file()]
+    if damage == "module":  # still Python, but not what the key says: never trusted
+        key = entry.read_text().strip()
+        module = cache / key[:2] / f"{key}.py"
+        module.write_text(module.read_text().replace("XBLOCK=1,", "XBLOCK=2,"))
+    else:
+        entry.write_text("not a key")
+    generated = []
+    generate = backend.generate
+    monkeypatch.setattr(loader, "_MODULES", {})
+    monkeypatch.setattr(backend, "generate", lambda *a: generated.append(1) or generate(*a))
+    torch._dynamo.reset()
+    out, warned = run(seed, *inputs)
+    assert warned == [] and generated == [1]
+    torch.testing.assert_close(out, seed(*inputs))
+
+
+@pytest.mark.parametrize("shape", [(4, 8), (64, 300), (2, 5000)], ids=["tiny", "rows", "looped"])
+def test_bf16_sums_accumulate_in_f32(shape):
+    """A bf16 running sum drops a long row's small terms; mind adds in f32 and rounds once."""
+    x = torch.randn(*shape, dtype=torch.bfloat16)
+    out, warned = run(lambda x: (x.sum(-1), x.sum(0)), x)
+    assert warned == []
+    for got, want in zip(out, (x.float().sum(-1), x.float().sum(0))):
+        torch.testing.assert_close(got.float(), want, rtol=2**-7, atol=2**-7)
+
+
+def test_bf16_constants_run():
+    """A masked bf16 softmax fills with -inf in bf16 (the interpreter makes it from f32)."""
+    x = torch.randn(4, 16, dtype=torch.bfloat16)
+    mask = torch.rand(4, 16) > 0.3
+    fn = lambda x, m: torch.softmax(x.masked_fill(~m, float("-inf")), -1)  # noqa: E731
+    out, warned = run(fn, x, mask)
+    assert warned == []
+    torch.testing.assert_close(out, fn(x, mask), rtol=2e-2, atol=2e-2)

@@ -3,18 +3,24 @@ exceptions through, and a fallback runs the graph torch built (so it gives eager
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
+from mind.passes import run_pipeline
+from mind.target.triton import emit
 from programs import no_fallback
 from torch._dynamo.utils import counters
 
+import mind
 from mind import MindFallbackWarning, backend
 from mind.fallback import DYNAMO_CONTROL_FLOW
+from mind.options import PIPELINE
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -62,14 +68,52 @@ def test_tanh_gelu_under_dynamic_shapes_compiles():
             torch.testing.assert_close(compiled(x), fn(x))
 
 
-def test_fallback_after_a_first_call_failure_runs_aotautograds_graph():
-    """A data-dependent output size (`nonzero`) with `capture_dynamic_output_shape_ops`: whatever
-    mind makes of it, the answer is eager's (the eager rebuild from IR text raised TypeError)."""
+def test_fallback_after_a_first_call_failure_runs_aotautograds_graph(monkeypatch):
+    """The generated code fails at its first call: from then on the graph AOTAutograd built runs,
+    with eager's answer (the eager rebuild from IR text raised TypeError on `nonzero`)."""
+    real = backend.load_program
+
+    def failing(graph, dump, pipeline):
+        real(graph, dump, pipeline)
+
+        def call(args):
+            raise RuntimeError("first call failed on purpose")
+
+        return SimpleNamespace(call=call)
+
+    monkeypatch.setattr(backend, "load_program", failing)
     fn = lambda x: torch.nonzero(x > 0).sum()  # noqa: E731
-    x = torch.randn(4, 4)
+    warned = []
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-        out, _ = fallbacks(torch.compile(fn, backend="mind"), x)
-    torch.testing.assert_close(out, fn(x))
+        compiled = torch.compile(fn, backend="mind")
+        for _ in range(2):
+            x = torch.randn(4, 4)
+            out, warnings_ = fallbacks(compiled, x)
+            torch.testing.assert_close(out, fn(x))
+            warned += warnings_
+    assert len(warned) == 1 and "on purpose" in warned[0]
+
+
+def test_data_dependent_sizes_are_bound_from_the_op_that_makes_them():
+    """`nonzero`'s row count and `item()` are sizes only running the graph gives (Inductor's
+    unbacked symbols, `u0`): the wrapper binds each from the ATen result that defines it, and
+    Dynamo's runtime asserts on it (`operator.ge(u0, 0)`) run as Python."""
+    programs = {
+        "nonzero": (lambda x: torch.nonzero(x > 0).sum(), lambda i: torch.randn(4, 4) * (i - 1)),
+        "item": (lambda x: torch.ones(x.sum().item() + 1) * 2, lambda i: torch.full((2,), i)),
+    }
+    config = {"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True}
+    for fn, make in programs.values():
+        torch._dynamo.reset()
+        with torch._dynamo.config.patch(**config), no_fallback():
+            compiled = torch.compile(fn, backend="mind")
+            for i in range(3):  # i = 1: nonzero finds no row
+                x = make(i)
+                torch.testing.assert_close(compiled(x), fn(x))
+        with torch._dynamo.config.patch(**config):
+            aten = mind.capture(fn, make(2), stage="aten")
+        call = emit(run_pipeline(aten, PIPELINE)).split("def call(args):")[1]
+        assert re.search(r"\n    u0 = \w+(\.size\(0\))?\n", call), call
 
 
 def chunk_silu(x):
@@ -86,7 +130,7 @@ def test_fallback_of_a_symbolic_graph_gives_eagers_answer(fn, monkeypatch):
     """Generation fails on purpose: the graph binds size arithmetic (`operator.floordiv`), which
     the rebuild from text bound through `getitem`."""
 
-    def broken(graph, dump):
+    def broken(graph, dump, pipeline):
         raise RuntimeError("generation failed on purpose")
 
     monkeypatch.setattr(backend, "generate", broken)
@@ -104,10 +148,10 @@ def test_failure_in_a_backward_graph_falls_back_inside_backward(monkeypatch):
     """The backward compiles lazily, inside `loss.backward()`: its fallback must happen there."""
     real = backend.generate
 
-    def fail_backward(graph, dump):
+    def fail_backward(graph, dump, pipeline):
         if graph.symbol.endswith("_backward"):
             raise RuntimeError("backward generation failed on purpose")
-        return real(graph, dump)
+        return real(graph, dump, pipeline)
 
     monkeypatch.setattr(backend, "generate", fail_backward)
     w = torch.randn(6, requires_grad=True)

@@ -16,12 +16,13 @@ sys.path.insert(0, str(ROOT))  # `benchmarks` is a plain folder at the repositor
 
 from benchmarks import run  # noqa: E402
 from benchmarks.cases import CASE_NAMES, CASES, make_inputs, select  # noqa: E402
+from benchmarks.common import CACHE_DIRS  # noqa: E402
 from benchmarks.measure import compare  # noqa: E402
 from benchmarks.report import markdown  # noqa: E402
 
 
 def test_small_cpu_run_covers_every_case(tmp_path, capsys, monkeypatch):
-    for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # main would set them for good
+    for var in CACHE_DIRS:  # main would set them for good
         monkeypatch.setenv(var, str(tmp_path / var))
     out = tmp_path / "bench.json"
     argv = ["--device", "cpu", "--small", "--backends", "eager,mind", "--json", str(out)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import sympy
 import torch
-from mind.dialects.triton_emit import emit
 from mind.passes import run_pipeline
+from mind.target.triton import emit
 from programs import no_fallback
 from torch._dynamo.utils import counters
 
@@ -128,10 +128,20 @@ def test_seed_binds_sizes_and_loops_to_the_r0_numel_argument():
     rows, cols = (str(a.type.expr) for a in module.ops[-1].body.args[:2])
     call = emit(module).split("def call")[1]
     assert f"    {rows} = arg0_1\n    {cols} = arg1_1\n" in call
-    assert f"[({rows}, 1, 1)](arg2_1, arg3_1, arg4_1, buf0, {rows}, {cols}, {rows}, {cols}," in call
-    assert f"torch.empty_strided(({rows},), (1,)" in call
+    assert (
+        f"_launch({rows}, 1, 1, None, arg2_1, arg3_1, arg4_1, buf0, {rows}, {cols}, {rows}, {cols})"
+        in call
+    )
+    assert f"empty_strided_cpu(({rows},), (1,)" in call
     assert "assert_size_stride" not in call
-    assert "    while r0_offset < r0_numel:\n" in emit(module)
+    source = emit(module)
+    assert "    while r0_offset < r0_numel:\n" in source
+    # one kernel serves every size: the sizes are unspecialized i64 arguments
+    assert "@triton.jit(do_not_specialize=['xnumel', 'r0_numel', " in source
+    assert (
+        ", (torch.float32, torch.float32, torch.float32, torch.float32, I64, I64, I64, I64)"
+        in source
+    )
 
 
 def test_torch_sympy_functions_print_as_sympy_the_grammar_reads():

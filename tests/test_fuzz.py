@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from mind.passes.manager import PASSES
+from mind.target import triton as triton_target
 from mind.tools import fuzz, mind_opt, mind_translate
 
 LIT = Path(__file__).resolve().parent.parent / "lit_tests"
@@ -120,7 +121,7 @@ def test_an_exception_in_emit_is_an_internal_error(monkeypatch, capsys):
     def broken(module):
         raise KeyError("r0_index")
 
-    monkeypatch.setattr(mind_translate, "emit", broken)
+    monkeypatch.setattr(triton_target, "emit", broken)
     path = str(LIT / "triton" / "seed.scheduled")
     assert mind_translate.main([path]) == 1
     err = capsys.readouterr().err

@@ -9,19 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from programs import compile_strictly, no_fallback
+from mind.passes import run_pipeline
+from mind.target.triton import emit
+from programs import ON_GPU, compile_strictly, no_fallback
 from torch._dynamo.utils import counters
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-    pytest.mark.usefixtures("isolated_runtime"),
-]
+import mind
+from mind.options import PIPELINE
 
-
-@pytest.fixture(autouse=True)
-def compiled_for_the_gpu(monkeypatch):
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+pytestmark = [*ON_GPU, pytest.mark.usefixtures("isolated_runtime")]
 
 
 def rms_norm(x, w):
@@ -87,3 +83,39 @@ def test_integer_division_by_zero_does_not_assert_on_cuda():
     a, b = torch.tensor([5, 6], device="cuda"), torch.tensor([0, 2], device="cuda")
     out = compile_strictly(lambda a, b: a // b, a, b)
     assert out[1].item() == 3
+
+
+def test_a_gather_compiles_with_debug_in_the_workers_and_the_loader_alike(tmp_path, monkeypatch):
+    """An embedding's kernel asserts its index is in bounds (`@triton.jit(debug=True)`): the
+    compile workers and the loader's binding compile it with the same options (one cubin per
+    kernel in Triton's cache), and it gives eager's answer."""
+    from mind.runtime import compile_pool
+    from mind.runtime.launch import deferred
+
+    def fn(i, w, m):
+        return (F.embedding(i, w) @ m).relu().sum(-1)
+
+    i = torch.randint(0, 10, (3, 4), device="cuda")
+    w, m = torch.randn(10, 16, device="cuda"), torch.randn(16, 16, device="cuda")
+    torch.testing.assert_close(compile_strictly(fn, i, w, m), fn(i, w, m))
+    source = emit(run_pipeline(mind.capture(fn, i, w, m, stage="aten"), PIPELINE))
+    assert "@triton.jit(debug=True)" in source
+    path = tmp_path / "module.py"
+    path.write_text(source)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("MIND_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(compile_pool, "_POOL", None)
+    try:
+        with deferred() as bindings:
+            compile_pool.exec_source(source, str(path), {"__name__": "module"})
+        pool = compile_pool.pool()
+        assert pool.workers[0].ready.wait(120)
+        for binding in bindings:
+            assert pool.workers[0].compile(("module", source, str(path), binding.name))
+        cubins = len(list((tmp_path / "triton").rglob("*.cubin")))
+        assert cubins == len(bindings) >= 2
+        for binding in bindings:  # found in Triton's cache: the same options, no new cubin
+            binding.compile()
+        assert len(list((tmp_path / "triton").rglob("*.cubin"))) == cubins
+    finally:
+        compile_pool._POOL.shutdown()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sympy
 import torch
-from mind.dialects.loops_eval import SCALAR_FUNCTIONS, evaluate, index_value
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.interpreters.loops import SCALAR_FUNCTIONS, evaluate, index_value
 from mind.ir.diagnostics import MindError
 from mind.ir.printer import print_module
 from mind.ir.symbols import sym

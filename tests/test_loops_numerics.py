@@ -12,7 +12,7 @@ from functools import cache
 import pytest
 import torch
 import torch.nn.functional as F
-from mind.dialects.loops_eval import evaluate
+from mind.interpreters.loops import evaluate
 from mind.ir.printer import print_module
 from mind.passes import PASSES, run_pipeline
 from torch.testing import assert_close

@@ -12,7 +12,7 @@ import pytest
 import sympy
 import torch
 import torch.nn.functional as F
-from mind.dialects.loops_eval import evaluate
+from mind.interpreters.loops import evaluate
 from mind.ir.core import Module
 from mind.ir.printer import print_module
 from mind.ir.symbols import sym

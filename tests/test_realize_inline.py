@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from mind.dialects.loops_eval import evaluate
+from mind.dialects.torch_types import to_torch
+from mind.interpreters.loops import evaluate
 from mind.ir.core import Module
 from mind.ir.diagnostics import MindError
 from mind.ir.printer import print_module
@@ -50,15 +51,15 @@ def random_inputs(graph, seed: int = 0) -> list[torch.Tensor]:
     for arg in graph.body.args:
         t = arg.type
         assert isinstance(t, TensorType)
-        shape = [int(s) for s in t.shape]
-        if t.dtype.is_floating_point:
-            data = torch.randn(shape, generator=gen).to(t.dtype)
-        elif t.dtype == torch.bool:
+        shape, dtype = [int(s) for s in t.shape], to_torch(t.dtype)
+        if dtype.is_floating_point:
+            data = torch.randn(shape, generator=gen).to(dtype)
+        elif dtype == torch.bool:
             data = torch.rand(shape, generator=gen) > 0.5
         else:
-            data = torch.randint(0, 3, shape, generator=gen).to(t.dtype)
+            data = torch.randint(0, 3, shape, generator=gen).to(dtype)
         strides = [int(s) for s in t.strides] if t.strides else data.stride()
-        inputs.append(torch.empty_strided(shape, strides, dtype=t.dtype).copy_(data))
+        inputs.append(torch.empty_strided(shape, strides, dtype=dtype).copy_(data))
     return inputs
 
 
@@ -111,7 +112,7 @@ def test_seed_from_capture():
     assert node.result.name == "buf0" and node.name == "loops.reduction"
     assert node.attrs["origins"] == ["add", "mul", "relu", "sum"]
     assert SEED_INLINED_BODY in print_module(out)
-    assert output.args == [node.result]
+    assert output.values == (node.result,)
 
 
 def test_realize_option_errors():

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from mind.dialects.loops_eval import evaluate
+from mind.analysis.views import view_layout
+from mind.interpreters.loops import evaluate
 from mind.ir.printer import print_module
 from mind.ir.types import TensorType
 from mind.passes import run_pipeline
-from mind.passes.reinterpret import view_layout
 from mind.tools.split import split_input
 from torch.testing import assert_close
 

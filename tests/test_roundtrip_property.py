@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 
 import sympy
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mind.ir import Block, Module, Operation, Region, TensorType, Value, print_module, sym
 from mind.ir.attributes import PyRef
-from mind.ir.types import DTYPES, ScalarType, SymType
+from mind.ir.dtypes import DTYPES, Device
+from mind.ir.types import ScalarType, SymType
 
 import mind
 
@@ -35,7 +35,7 @@ scalars = (
     | st.none()
     | st.text(max_size=8)
     | st.sampled_from(list(DTYPES.values()))
-    | st.sampled_from([torch.device("cpu"), torch.device("cuda:0")])
+    | st.sampled_from([Device("cpu"), Device("cuda", 0)])
     | st.sampled_from([PyRef("torch.strided"), PyRef("operator.add")])
     | exprs
 )
@@ -56,7 +56,7 @@ dtypes = st.sampled_from(list(DTYPES.values()))
 def types(draw):
     shape = draw(sizes)
     strides = draw(st.none() | st.just(tuple(range(len(shape)))))
-    device = draw(st.none() | st.sampled_from([torch.device("cpu"), torch.device("cuda:0")]))
+    device = draw(st.none() | st.sampled_from([Device("cpu"), Device("cuda", 0)]))
     return draw(
         st.sampled_from(
             [

@@ -77,19 +77,50 @@ def test_same_source_is_one_file_imported_once(fresh_cache, monkeypatch):
     assert load(BROKEN_SOURCE, "graph0_forward", interpret=True).__file__ != path
 
 
-def test_write_is_atomic(fresh_cache, monkeypatch):
+def test_write_is_atomic_and_a_failed_write_loads_from_memory(fresh_cache, monkeypatch):
     def crash(src, dst):
         raise OSError("disk full")
 
+    a, b, c = (torch.randn(4, 128) for _ in range(3))
     with monkeypatch.context() as patch:
         patch.setattr(os, "replace", crash)
-        with pytest.raises(OSError, match="disk full"):
-            load(SEED_SOURCE, "graph0_forward", interpret=True)
+        module = load(SEED_SOURCE, "graph0_forward", interpret=True)
+        torch.testing.assert_close(module.call([a, b, c])[0], seed(a, b, c))
+    assert module.__file__.startswith("<mind-generated ")
     assert [p for p in fresh_cache.rglob("*") if p.is_file()] == []
+    monkeypatch.setattr(loader, "_MODULES", {})
     path = load(SEED_SOURCE, "graph0_forward", interpret=True).__file__
     assert [p for p in fresh_cache.rglob("*") if p.is_file() and "__pycache__" not in str(p)] == [
         fresh_cache / path
     ]
+
+
+def test_unwritable_cache_compiles_in_memory(tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("MIND_CACHE_DIR", str(tmp_path / "a_file" / "cache"))
+    a, b, c = (torch.randn(4, 128) for _ in range(3))
+    module = load(SEED_SOURCE, "graph0_forward", interpret=True)
+    torch.testing.assert_close(module.call([a, b, c])[0], seed(a, b, c))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text.replace("tl.maximum(c, 0.0)", "tl.maximum(c, 1.0)"),  # valid, wrong
+        lambda text: text[: len(text) // 2],  # truncated
+        lambda text: "\x00garbage",
+    ],
+    ids=["edited", "truncated", "garbage"],
+)
+def test_a_damaged_module_file_is_rewritten_not_trusted(fresh_cache, monkeypatch, damage):
+    path = load(SEED_SOURCE, "graph0_forward", interpret=True).__file__
+    with open(path, "w") as f:
+        f.write(damage(SEED_SOURCE))
+    monkeypatch.setattr(loader, "_MODULES", {})  # a new process
+    a, b, c = (torch.randn(4, 128) for _ in range(3))
+    module = load(SEED_SOURCE, "graph0_forward", interpret=True)
+    torch.testing.assert_close(module.call([a, b, c])[0], seed(a, b, c))
+    assert module.__file__ == path and open(path).read() == SEED_SOURCE
 
 
 def test_interpret_is_chosen_per_load_and_the_knob_restored(monkeypatch):
@@ -116,3 +147,38 @@ def test_kernel_error_shows_source_and_origin(tmp_path):
     assert "no_such_op" in str(info.value.__cause__)
     assert "kernel source:\n@triton.jit\ndef triton_per_fused_add_mul_relu_sum_0(" in text
     assert "    tl.store(out_ptr0 + x0, tl.sum((a + b) * tl.no_such_op(c), 0))" in text
+
+
+def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_path, monkeypatch):
+    """A kernel with a device assert is `@triton.jit(debug=True)`; the loader's binding and a
+    compile worker's (which runs the same source) compile it with Inductor's options, the same
+    ones (Triton's cache key), and a kernel without asserts with neither."""
+    from pathlib import Path
+
+    from mind.parser import parse
+    from mind.passes import run_pipeline
+    from mind.runtime import compile_pool
+    from mind.runtime.launch import DEBUG_OPTIONS, Binding, deferred
+    from mind.target.triton import emit
+
+    from mind.options import PIPELINE
+
+    lit = Path(__file__).resolve().parent.parent / "lit_tests" / "triton"
+    text = (lit / "gather_assert.aten").read_text().replace("cpu", "cuda:0")
+    source = emit(run_pipeline(parse(text), PIPELINE))
+    source += emit(run_pipeline(parse((lit / "seed.scheduled").read_text()), "to-triton"))
+    path = tmp_path / "module.py"
+    path.write_text(source)
+    compiled = []
+    monkeypatch.setattr(Binding, "compile", lambda b: compiled.append((b.name, b.options)))
+    with knobs.runtime.scope():
+        knobs.runtime.interpret = False
+        with deferred() as bindings:
+            compile_pool.exec_source(source, str(path), {"__name__": "module"})
+        for binding in bindings:  # as a worker does, from the source
+            compile_pool.compile_kernel("module", source, str(path), binding.name)
+    loader_options = {b.name: b.options for b in bindings}
+    assert dict(compiled) == loader_options
+    (asserting,) = [name for name in loader_options if "embedding" in name]
+    assert loader_options[asserting].items() >= DEBUG_OPTIONS.items()
+    assert all("debug" not in o for name, o in loader_options.items() if name != asserting)

@@ -8,82 +8,29 @@ and against eager PyTorch for captured programs.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
 import sympy
 import torch
 import torch.nn.functional as F
-from mind.dialects.loops_eval import NODES, REDUCTIONS, Body, evaluate, index_value
-from mind.ir.core import Operation, map_values
+from mind.analysis.deps import merge_dims, normalize_dep
+from mind.analysis.iteration import join, refine
+from mind.dialects.torch_types import to_torch
+from mind.interpreters.loops import evaluate
+from mind.interpreters.scheduled import evaluate as run_scheduled
+from mind.ir.core import Operation
 from mind.ir.printer import print_module
 from mind.ir.symbols import sym
 from mind.ir.types import TensorType
 from mind.parser import parse
 from mind.passes import run_pipeline
-from mind.passes.deps import merge_dims, normalize_dep
 from mind.passes.fuse import best_fusion
-from mind.passes.iteration import join, refine
 from mind.tools.split import split_input
 
 LIT = Path(__file__).resolve().parent.parent / "lit_tests"
 INPUTS = ["schedule/schedule.loops", "fuse/fuse.loops", "fuse/refusals.loops"]
 INPUTS += ["merge_loops/merge_loops.loops", "merge_loops/after_fuse.loops"]
-
-
-# -- a reference evaluator for scheduled graphs ------------------------------------------------
-def _grid(sizes: list[int]) -> dict:
-    n = len(sizes)
-    return {
-        sym(f"p{i}"): torch.arange(s).view([s if j == i else 1 for j in range(n)])
-        for i, s in enumerate(sizes)
-    }
-
-
-def _memory(t: torch.Tensor) -> torch.Tensor:
-    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
-    return t.as_strided((span,), (1,))
-
-
-def _run_node(op: Operation, env: dict) -> None:
-    xs, rs = ([int(s) for s in sizes] for sizes in op.attrs["sizes"])
-    body = Body(env, _grid(xs + rs))
-    buffers = {v.name: v for v in op.results}
-    for value in op.results:
-        t = value.type
-        env[value] = torch.empty_strided(t.shape, t.strides, dtype=t.dtype)
-    for inner in op.body.ops:
-        kind = inner.name.split(".", 1)[1]
-        if kind == "reduction":
-            x = torch.broadcast_to(body.arg(inner.args[0]), xs + rs).reshape(*xs, math.prod(rs))
-            dtype = inner.result.type.dtype
-            out = REDUCTIONS[inner.attrs["reduction_type"]](x, dtype).to(dtype)
-            body.values[inner.result] = out.reshape(*xs, *[1] * len(rs))
-        elif kind == "store":
-            name, index, value = inner.args
-            target = env[buffers[name]]
-            idx, val = torch.broadcast_tensors(
-                torch.as_tensor(index_value(index, body.grid)), body.arg(value)
-            )
-            _memory(target)[idx.reshape(-1)] = val.reshape(-1).to(target.dtype)
-        elif kind in ("load", "constant", "index", "cast"):
-            body.values[inner.result] = getattr(body, kind)(inner)
-        else:
-            body.values[inner.result] = body.scalar(inner)
-
-
-def run_scheduled(graph: Operation, inputs: list[torch.Tensor]) -> list:
-    env = dict(zip(graph.body.args, inputs))
-    for op in graph.body.ops:
-        if op.name == "scheduled.output":
-            return list(map_values(op.args, lambda v: env[v]))
-        if op.name == "scheduled.node":
-            _run_node(op, env)
-        else:
-            loops_name = "loops." + op.name.split(".", 1)[1]
-            env.update(zip(op.results, NODES[loops_name](op, env)))
-    raise AssertionError("no scheduled.output")
 
 
 def random_inputs(graph: Operation) -> list[torch.Tensor]:
@@ -92,7 +39,7 @@ def random_inputs(graph: Operation) -> list[torch.Tensor]:
     for arg in graph.body.args:
         t = arg.type
         assert isinstance(t, TensorType)
-        x = torch.empty_strided(t.shape, t.strides, dtype=t.dtype)
+        x = torch.empty_strided(t.shape, t.strides, dtype=to_torch(t.dtype))
         out.append(x.copy_(torch.randn(t.shape, generator=gen)))
     return out
 
@@ -118,7 +65,7 @@ def test_passes_round_trip_and_compute_the_same(text):
     module = parse(text)
     inputs = random_inputs(module.ops[0])
     expected = evaluate(module.ops[0], inputs)
-    for step in ("schedule", "fuse", "merge-loops"):
+    for step in ("schedule", "fuse", "merge-loops", "online-softmax"):
         module = run_pipeline(module, step)  # verifies after the pass
         check_round_trip(module)
         got = run_scheduled(module.ops[0], inputs)

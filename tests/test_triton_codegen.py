@@ -6,11 +6,11 @@ import os
 
 import pytest
 import torch
-from mind.dialects.triton_emit import emit
 from mind.ir.printer import print_module
 from mind.parser import parse
 from mind.passes import run_pipeline
 from mind.runtime import load
+from mind.target.triton import emit
 
 
 def compile_graph(text: str, pipeline: str = "to-triton"):
@@ -26,14 +26,17 @@ def graph(args: str, body: str, out: str = "%buf0") -> str:
 
 def node(sizes, origins, result, writes, body) -> str:
     return (
-        f"  %buf0 = scheduled.node @op0 {{sizes = {sizes}, origins = {origins}, "
+        f"  %buf0 = scheduled.node @op0 {{sizes = {sizes}, device = cpu, origins = {origins}, "
         f"writes = {writes}, met = [], unmet = []}} : {result} {{\n{body}\n  }}"
     )
 
 
-SEED = open(
-    os.path.join(os.path.dirname(__file__), "..", "lit_tests", "triton", "seed.scheduled")
-).read()
+#: the lit test's seed, on CPU tensors (the emitted wrapper allocates on the IR's devices)
+SEED = (
+    open(os.path.join(os.path.dirname(__file__), "..", "lit_tests", "triton", "seed.scheduled"))
+    .read()
+    .replace("cuda:0", "cpu")
+)
 
 
 def test_seed_persistent_reduction():
@@ -51,13 +54,13 @@ ADD_RELU = graph(
         "([1000], [])",
         '["add", "relu"]',
         "f32[1000][1]cpu",
-        '[("buf0", c0, {c0: 1000})]',
+        "[(%buf0, c0, {c0: 1000})]",
         """
     %0 = scheduled.load(%arg0_1, p0) : f32
     %1 = scheduled.load(%arg1_1, p0) : f32
     %2 = scheduled.add(%0, %1) : f32
     %3 = scheduled.relu(%2) : f32
-    scheduled.store("buf0", p0, %3)""",
+    scheduled.store(%buf0, p0, %3)""",
     ),
 )
 
@@ -76,7 +79,7 @@ SOFTMAX = graph(
         "([8], [100])",
         '["amax", "div", "exp", "sub", "sum"]',
         "f32[8, 100][100, 1]cpu",
-        '[("buf0", c0, {c0: 800})]',
+        "[(%buf0, c0, {c0: 800})]",
         """
     %0 = scheduled.load(%arg0_1, 100*p0 + p1) : f32
     %1 = scheduled.reduction(%0) {reduction_type = "max"} : f32
@@ -84,14 +87,17 @@ SOFTMAX = graph(
     %3 = scheduled.exp(%2) : f32
     %4 = scheduled.reduction(%3) {reduction_type = "sum"} : f32
     %5 = scheduled.truediv(%3, %4) : f32
-    scheduled.store("buf0", 100*p0 + p1, %5)""",
+    scheduled.store(%buf0, 100*p0 + p1, %5)""",
     ),
 )
 
 
 @pytest.mark.parametrize(
     "pipeline, prefix",
-    [("to-triton", "triton_per_"), ("to-triton{persistent-max=16,max-r-block=32}", "triton_red_")],
+    [
+        ("online-softmax,to-triton", "triton_per_"),
+        ("online-softmax,to-triton{persistent-max=16,max-r-block=32}", "triton_red_"),
+    ],
 )
 def test_softmax(pipeline, prefix):
     printed, mod = compile_graph(SOFTMAX, pipeline)
@@ -118,7 +124,7 @@ def fused_softmax(log: bool) -> str:
             "([6], [100])",
             '["amax", "exp", "sub", "sum"]',
             "f32[6, 100][100, 1]cpu",
-            '[("buf0", c0, {c0: 600})]',
+            "[(%buf0, c0, {c0: 600})]",
             f"""
     %0 = scheduled.load(%arg0_1, 100*p0 + p1) : f32
     %1 = scheduled.reduction(%0) {{reduction_type = "max"}} : f32
@@ -128,7 +134,7 @@ def fused_softmax(log: bool) -> str:
     %5 = scheduled.reduction(%4) {{reduction_type = "sum"}} : f32
     %6 = scheduled.load(%arg0_1, 100*p0 + p1) : f32
     %7 = scheduled.sub(%6, %1) : f32{tail}
-    scheduled.store("buf0", 100*p0 + p1, %9)""",
+    scheduled.store(%buf0, 100*p0 + p1, %9)""",
         ),
     )
 
@@ -147,8 +153,9 @@ def rows_with_inf() -> torch.Tensor:
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("online", [True, False])
 def test_online_softmax(log, online):
-    options = "persistent-max=16,max-r-block=32" + ("" if online else ",online-softmax=false")
-    printed, mod = compile_graph(fused_softmax(log), f"to-triton{{{options}}}")
+    rewrite = "online-softmax," if online else ""
+    pipeline = f"{rewrite}to-triton{{persistent-max=16,max-r-block=32}}"
+    printed, mod = compile_graph(fused_softmax(log), pipeline)
     source = emit(parse(printed))
     assert source.count("for r0_offset") == (2 if online else 3)
     x = rows_with_inf()
@@ -164,11 +171,11 @@ COLUMN_SUM = graph(
         "([48], [64])",
         '["sum"]',
         "f32[48][1]cpu",
-        '[("buf0", c0, {c0: 48})]',
+        "[(%buf0, c0, {c0: 48})]",
         """
     %0 = scheduled.load(%arg0_1, p0 + 48*p1) : f32
     %1 = scheduled.reduction(%0) {reduction_type = "sum"} : f32
-    scheduled.store("buf0", p0, %1)""",
+    scheduled.store(%buf0, p0, %1)""",
     ),
 )
 
@@ -189,11 +196,11 @@ ARGMAX = graph(
         "([6], [50])",
         '["argmax"]',
         "i64[6][1]cpu",
-        '[("buf0", c0, {c0: 6})]',
+        "[(%buf0, c0, {c0: 6})]",
         """
     %0 = scheduled.load(%arg0_1, 50*p0 + p1) : f32
     %1 = scheduled.reduction(%0) {reduction_type = "argmax"} : i64
-    scheduled.store("buf0", p0, %1)""",
+    scheduled.store(%buf0, p0, %1)""",
     ),
 )
 
@@ -212,12 +219,12 @@ TRANSPOSE_ADD = graph(
         "([32, 48], [])",
         '["add"]',
         "f32[32, 48][48, 1]cpu",
-        '[("buf0", c0, {c0: 1536})]',
+        "[(%buf0, c0, {c0: 1536})]",
         """
     %0 = scheduled.load(%arg0_1, 48*p0 + p1) : f32
     %1 = scheduled.load(%arg1_1, p0 + 32*p1) : f32
     %2 = scheduled.add(%0, %1) : f32
-    scheduled.store("buf0", 48*p0 + p1, %2)""",
+    scheduled.store(%buf0, 48*p0 + p1, %2)""",
     ),
 )
 
@@ -236,13 +243,13 @@ BF16 = graph(
         "([4], [64])",
         '["sum"]',
         "bf16[4][1]cpu",
-        '[("buf0", c0, {c0: 4})]',
+        "[(%buf0, c0, {c0: 4})]",
         """
     %0 = scheduled.load(%arg0_1, 64*p0 + p1) : bf16
     %1 = scheduled.cast(%0) : f32
     %2 = scheduled.reduction(%1) {reduction_type = "sum"} : f32
     %3 = scheduled.cast(%2) : bf16
-    scheduled.store("buf0", p0, %3)""",
+    scheduled.store(%buf0, p0, %3)""",
     ),
 )
 
@@ -260,7 +267,7 @@ VAR = graph(
         "([5], [40])",
         '["mean", "sub", "sum", "var"]',
         "f32[5][1]cpu",
-        '[("buf0", c0, {c0: 5})]',
+        "[(%buf0, c0, {c0: 5})]",
         """
     %0 = scheduled.load(%arg0_1, 40*p0 + p1) : f32
     %1 = scheduled.reduction(%0) {reduction_type = "sum"} : f32
@@ -270,7 +277,7 @@ VAR = graph(
     %5 = scheduled.mul(%4, %4) : f32
     %6 = scheduled.reduction(%5) {reduction_type = "sum"} : f32
     %7 = scheduled.truediv(%6, %2) : f32
-    scheduled.store("buf0", p0, %7)""",
+    scheduled.store(%buf0, p0, %7)""",
     ),
 )
 
@@ -283,17 +290,17 @@ def test_two_pass_var(pipeline):
 
 
 CHAIN = """scheduled.graph @g(%arg0_1: f32[256][1]cpu) {
-  %buf0 = scheduled.node @op0 {sizes = ([256], []), origins = ["add"], writes = [("buf0", c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu {
+  %buf0 = scheduled.node @op0 {sizes = ([256], []), device = cpu, origins = ["add"], writes = [(%buf0, c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu {
     %0 = scheduled.load(%arg0_1, p0) : f32
     %1 = scheduled.exp(%0) : f32
-    scheduled.store("buf0", p0, %1)
+    scheduled.store(%buf0, p0, %1)
   }
-  %buf1 = scheduled.extern @aten.cumsum.default(%buf0, 0) {origins = ["cumsum"], writes = [("buf1", c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu
-  %buf2 = scheduled.node @op2 {sizes = ([256], []), origins = ["mul"], writes = [("buf2", c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu {
+  %buf1 = scheduled.extern @aten.cumsum.default(%buf0, 0) {origins = ["cumsum"], writes = [(%buf1, c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu
+  %buf2 = scheduled.node @op2 {sizes = ([256], []), device = cpu, origins = ["mul"], writes = [(%buf2, c0, {c0: 256})], met = [], unmet = []} : f32[256][1]cpu {
     %0 = scheduled.load(%buf1, p0) : f32
     %1 = scheduled.constant(2.0) : f32
     %2 = scheduled.mul(%0, %1) : f32
-    scheduled.store("buf2", p0, %2)
+    scheduled.store(%buf2, p0, %2)
   }
   scheduled.output(%buf2)
 }
@@ -314,7 +321,7 @@ def test_online_softmax_needs_the_same_value():
         "%2 = scheduled.load(%arg0_1, 100*p0 + p1)",
         "%2 = scheduled.load(%arg0_1, 100*p0 - p1 + 99)",
     )
-    printed, mod = compile_graph(text, "to-triton{persistent-max=16,max-r-block=32}")
+    printed, mod = compile_graph(text, "online-softmax,to-triton{persistent-max=16,max-r-block=32}")
     assert printed.count("triton.for") == 3
     x = torch.randn(6, 100)
     torch.testing.assert_close(mod.call([x])[0], x.softmax(-1))
@@ -326,11 +333,11 @@ MOD = graph(
         "([6], [])",
         '["mod"]',
         "i64[6][1]cpu",
-        '[("buf0", c0, {c0: 6})]',
+        "[(%buf0, c0, {c0: 6})]",
         """    %0 = scheduled.load(%arg0_1, p0) : i64
     %1 = scheduled.load(%arg1_1, p0) : i64
     %2 = scheduled.mod(%0, %1) : i64
-    scheduled.store("buf0", p0, %2)""",
+    scheduled.store(%buf0, p0, %2)""",
     ),
 )
 

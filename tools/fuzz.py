@@ -43,7 +43,6 @@ from pathlib import Path
 from mind.ir.diagnostics import MindError
 
 STAGE_SUFFIXES = (".fx", ".aten", ".loops", ".scheduled", ".triton")
-PIPELINE = "to-aten,lower,realize,inline,schedule,fuse,merge-loops,to-triton"
 OUTCOMES = ("diagnostic", "accepted", "traceback", "no-location", "bad-python", "timeout")
 _REPO = Path(__file__).resolve().parent.parent
 _TOKEN = re.compile(
@@ -77,6 +76,7 @@ def capture_corpus() -> list[tuple[str, str]]:
     from mind.passes import run_pipeline
 
     import mind
+    from mind.options import PIPELINE
 
     programs = {
         "seed": (lambda a, b, c: ((a + b) * c.relu()).sum(-1), (4, 128), 3, False),
@@ -98,7 +98,7 @@ def capture_corpus() -> list[tuple[str, str]]:
         def keep(p, module, name=name):
             out.append((f"{name}.{p.name}.{p.output}", str(module)))
 
-        run_pipeline(aten, PIPELINE.removeprefix("to-aten,"), on_pass=keep)
+        run_pipeline(aten, PIPELINE, on_pass=keep)
     return out
 
 
@@ -255,13 +255,15 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 def compile_text(text: str, name: str = "<fuzz>") -> str:
     """Parse, verify, run every pass from the input's stage to triton IR, emit: Python source."""
-    from mind.dialects.triton_emit import emit
     from mind.parser import parse
     from mind.passes.manager import STAGES, PassManager, parse_pipeline, stage_of
+    from mind.target.triton import emit
+
+    from mind.options import PIPELINE
 
     module = parse(text, name)
     start = STAGES.index(stage_of(module))
-    rest = [p for p in parse_pipeline(PIPELINE) if STAGES.index(p.input) >= start]
+    rest = [p for p in parse_pipeline(f"to-aten,{PIPELINE}") if STAGES.index(p.input) >= start]
     return emit(PassManager(rest).run(module))
 
 

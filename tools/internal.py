@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import traceback
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from mind.passes.manager import PassManager
+if TYPE_CHECKING:
+    from mind.passes.manager import PassManager
 
 
 @dataclass

@@ -9,20 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mind.ir.diagnostics import MindError
-from mind.ir.printer import print_module
-from mind.parser import parse
-from mind.passes.manager import (
-    PASSES,
-    PassManager,
-    parse_pipeline,
-    resolve_pipeline,
-    stage_of,
-)
-
-from .diagnostics_check import check_expected_diagnostics
 from .internal import Progress, internal_error
-from .split import split_input
 from .textio import read_input, write_output
 
 
@@ -47,6 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--generic", action="store_true", help="print every op in its generic form")
     p.add_argument("--list-passes", action="store_true", help="list the registered passes")
+    p.add_argument(
+        "--list-ops",
+        nargs="?",
+        const="",
+        metavar="DIALECT",
+        help="print each op's declaration (of every dialect, or of DIALECT)",
+    )
     p.add_argument("--dump-pass-pipeline", action="store_true", help="print the resolved pipeline")
     p.add_argument("--print-ir-after-all", action="store_true")
     p.add_argument("--print-ir-before-all", action="store_true")
@@ -56,17 +50,61 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def list_passes() -> str:
-    import mind.passes  # noqa: F401
+    from mind.passes import PASSES
 
     lines = ["Available passes:"]
     for name, cls in sorted(PASSES.items()):
-        lines.append(f"  {name:<14} {cls.input} -> {cls.output}   {cls.summary}")
+        lines.append(f"  {name:<13} {cls.input + ' -> ' + cls.output:<24} {cls.summary}")
     return "\n".join(lines) + "\n"
+
+
+def list_ops(only: str = "") -> str:
+    """Every op's declaration, dialect by dialect: `name(args) {attrs} : results { regions }`,
+    `?` marking optional fields, then its summary."""
+    import mind.dialects  # noqa: F401  (says where each dialect lives)
+    from mind.ir.registry import all_dialects
+
+    lines = []
+    for dialect in all_dialects():
+        if only and dialect.name != only:
+            continue
+        lines.append(f"{dialect.name}:")
+        for group in _same_shape(list(dialect.ops.values())):
+            head = group[0].declaration()
+            if len(group) > 1:  # the scalar ops: one entry per arity
+                names = " ".join(o.name.split(".", 1)[1] for o in group)
+                head = head.replace(group[0].name, f"{dialect.name}.<op>", 1)
+                head += f"\n      <op>: {names}"
+            lines.append(f"  {head}")
+            if group[0].summary:
+                lines.append(f"      {group[0].summary}")
+        if dialect.resolve is not None:
+            lines.append(f"  {dialect.name}.<op>.<overload>(...) : ...")
+            lines.append("      every ATen overload, declared from torch's schema")
+    if only and not lines:
+        raise SystemExit(f"mind-opt: no dialect '{only}'")
+    return "\n".join(lines) + "\n"
+
+
+def _same_shape(opdefs: list) -> list[list]:
+    """Runs of ops declared by one class with one summary (the scalar ops of each arity)."""
+    groups: list[list] = []
+    for opdef in opdefs:
+        last = groups[-1][0] if groups else None
+        if last is not None and (last.cls, last.summary) == (opdef.cls, opdef.summary):
+            groups[-1].append(opdef)
+        else:
+            groups.append([opdef])
+    return groups
 
 
 def run_chunk(
     text: str, filename: str, line_offset: int, args, passes, progress: Progress | None = None
 ) -> str:
+    from mind.ir.printer import print_module
+    from mind.parser import parse
+    from mind.passes.manager import PassManager, resolve_pipeline, stage_of
+
     progress = progress or Progress()
     progress.step = "parsing"
     module = parse(text, filename, line_offset)
@@ -96,9 +134,18 @@ def run_chunk(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # before any import: `--help` answers at once
+    from mind.ir.diagnostics import MindError
+    from mind.passes.manager import parse_pipeline
+
+    from .diagnostics_check import check_expected_diagnostics
+    from .split import split_input
+
     if args.list_passes:
         sys.stdout.write(list_passes())
+        return 0
+    if args.list_ops is not None:
+        sys.stdout.write(list_ops(args.list_ops))
         return 0
     try:
         specs = [*args.passes, *([args.pipeline] if args.pipeline else [])]

@@ -1,5 +1,6 @@
 """mind-translate: triton IR -> Python source (kernels and `call`). Input of an earlier stage is
-first brought to triton IR by the pass manager (`mind-translate seed.scheduled` runs to-triton).
+first brought to triton IR by the pass manager (`mind-translate seed.scheduled` runs
+online-softmax and to-triton).
 
 Exit codes: 0 success, 1 an error in the input or an internal error (a bug in mind, reported as
 one diagnostic naming the pass), 2 bad command-line usage.
@@ -10,13 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mind.dialects.triton_emit import emit
-from mind.ir.diagnostics import MindError
-from mind.parser import parse
-from mind.passes.manager import PassManager, parse_pipeline, resolve_pipeline, stage_of
-
 from .internal import Progress, internal_error
 from .textio import read_input, write_output
+
+#: what brings scheduled IR to triton IR, as the backend's pipeline ends
+PIPELINE = "online-softmax,to-triton"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,15 +25,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-p",
         "--pipeline",
-        default="to-triton",
-        help="passes that bring earlier stages to triton IR (default: to-triton{...} options)",
+        default=PIPELINE,
+        help=f"passes that bring earlier stages to triton IR (default: {PIPELINE})",
     )
     return p
 
 
 def translate(
-    text: str, filename: str, pipeline: str = "to-triton", progress: Progress | None = None
+    text: str, filename: str, pipeline: str = PIPELINE, progress: Progress | None = None
 ) -> str:
+    from mind.parser import parse
+    from mind.passes.manager import PassManager, parse_pipeline, resolve_pipeline, stage_of
+    from mind.target.triton import emit
+
     progress = progress or Progress()
     progress.step = "parsing"
     module = parse(text, filename)
@@ -51,7 +54,9 @@ def translate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # before any import: `--help` answers at once
+    from mind.ir.diagnostics import MindError
+
     try:
         text, filename = read_input(args.input)
     except OSError as exc:

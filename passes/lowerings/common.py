@@ -7,27 +7,17 @@ from typing import Any
 
 import sympy
 import torch
+from mind.analysis.loops import Index, broadcast_index, pvars  # noqa: F401  (re-exported)
+from mind.dialects.torch_types import from_torch, to_torch
 from mind.ir.core import Value
-from mind.ir.symbols import IntLike, sym
+from mind.ir.dtypes import DType
+from mind.ir.symbols import IntLike
 from mind.ir.types import TensorType
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from . import Unsupported
 
 KIND = ELEMENTWISE_TYPE_PROMOTION_KIND
-Index = list[IntLike]
-
-
-def pvars(start: int, count: int) -> Index:
-    """The loop variables `p<start> .. p<start+count-1>`."""
-    return [sym(f"p{i}") for i in range(start, start + count)]
-
-
-def broadcast_index(shape: Sequence[IntLike], index: Sequence[IntLike]) -> Index:
-    """Read a tensor of `shape` at an index over a (possibly larger) broadcast shape: leading
-    dims it lacks are dropped, its size-1 dims read element 0."""
-    index = list(index)[len(index) - len(shape) :] if shape else []
-    return [0 if size == 1 else e for size, e in zip(shape, index)]
 
 
 def is_tensor(x: Any) -> bool:
@@ -38,7 +28,7 @@ def _example(x: Any) -> Any:
     """What torch's promotion rules need of an operand: a meta tensor of the right rank and
     dtype, or a Python number of the right kind."""
     if is_tensor(x):
-        return torch.empty((1,) * x.type.rank, dtype=x.type.dtype, device="meta")
+        return torch.empty((1,) * x.type.rank, dtype=to_torch(x.type.dtype), device="meta")
     if isinstance(x, sympy.Expr):
         return 1 if x.is_integer else 1.0
     if isinstance(x, bool | int | float):
@@ -46,13 +36,13 @@ def _example(x: Any) -> Any:
     raise Unsupported(f"operand {x!r}")
 
 
-def promote(args: Sequence[Any], kind: ELEMENTWISE_TYPE_PROMOTION_KIND) -> torch.dtype:
+def promote(args: Sequence[Any], kind: ELEMENTWISE_TYPE_PROMOTION_KIND) -> DType:
     """The dtype the math runs in (bf16/f16 upcast to f32), by torch's own rules."""
     examples = [_example(a) for a in args if a is not None]
-    return elementwise_dtypes(*examples, type_promotion_kind=kind)[0]
+    return from_torch(elementwise_dtypes(*examples, type_promotion_kind=kind)[0])
 
 
-def operand(b, x: Any, index: Sequence[IntLike], dtype: torch.dtype) -> Value:
+def operand(b, x: Any, index: Sequence[IntLike], dtype: DType) -> Value:
     """Operand `x` at `index` as a body value of `dtype`: a (broadcast) load or a constant."""
     if is_tensor(x):
         return b.cast(b.load(x, index), dtype)

@@ -4,6 +4,7 @@ the index of the load from another (`loops.load(%w, 16*i0 + p2) {indirect = [%0]
 from __future__ import annotations
 
 import torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Value
 
 from . import Unsupported, register_lowering
@@ -15,13 +16,13 @@ aten = torch.ops.aten
 def index_value(b, t: Value, index, size, wrap: bool = True) -> Value:
     """The i64 index read from `t`; negative positions count from the end (`size`). Out of
     bounds, the kernel asserts (as Inductor's do) where eager raises an IndexError."""
-    v = b.cast(b.load(t, index), torch.int64)
+    v = b.cast(b.load(t, index), dt.i64)
     if wrap:
-        negative = b.lt(v, b.constant(0, torch.int64))
-        bound = b.constant(size, torch.int64)
+        negative = b.lt(v, b.constant(0, dt.i64))
+        bound = b.constant(size, dt.i64)
         v = b.where(negative, b.add(v, bound), v)
     else:
-        bound = b.constant(size, torch.int64)
+        bound = b.constant(size, dt.i64)
     return b.check_index(v, bound)
 
 
@@ -72,10 +73,7 @@ def index(ctx, x, indices):
     out = ctx.out
     indices = list(indices) + [None] * (x.type.rank - len(indices))
     used = [d for d, t in enumerate(indices) if t is not None]
-    if any(
-        not is_tensor(indices[d]) or indices[d].type.dtype in (torch.bool, torch.uint8)
-        for d in used
-    ):
+    if any(not is_tensor(indices[d]) or indices[d].type.dtype in (dt.b8, dt.u8) for d in used):
         raise Unsupported("boolean mask indices (data-dependent shape)")
     nb = max(indices[d].type.rank for d in used)
     adjacent = used == list(range(used[0], used[-1] + 1))

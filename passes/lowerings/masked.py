@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import torch
+from mind.ir import dtypes as dt
+from mind.ir.dtypes import DType
 
 from . import register_lowering
 from .common import norm_dim
@@ -11,18 +13,18 @@ from .common import norm_dim
 aten = torch.ops.aten
 
 
-def zero_of(dtype: torch.dtype):
+def zero_of(dtype: DType):
     """The `other` of a masked load: a zero of the loaded dtype's kind."""
-    return False if dtype == torch.bool else 0.0 if dtype.is_floating_point else 0
+    return False if dtype == dt.b8 else 0.0 if dtype.is_floating_point else 0
 
 
 def in_range(b, pos, lo, hi, size):
     """A b8 body value `lo <= pos < hi`, or None when that holds for every pos in [0, size)."""
     conds = []
     if not (isinstance(lo, int) and lo <= 0):
-        conds.append(b.ge(pos, b.constant(lo, torch.int64)))
+        conds.append(b.ge(pos, b.constant(lo, dt.i64)))
     if not (hi == size or (isinstance(hi, int) and isinstance(size, int) and hi >= size)):
-        conds.append(b.lt(pos, b.constant(hi, torch.int64)))
+        conds.append(b.lt(pos, b.constant(hi, dt.i64)))
     mask = conds[0] if conds else None
     for cond in conds[1:]:
         mask = b.logical_and(mask, cond)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from mind.ir import dtypes as dt
+from mind.ir.dtypes import DType
 
 from . import Unsupported, register_lowering
 from .common import KIND, operand, promote
@@ -14,7 +16,7 @@ aten = torch.ops.aten
 ScalarFn = Callable[..., object]
 
 
-def elementwise(ctx, args: list, compute: torch.dtype, fn: ScalarFn):
+def elementwise(ctx, args: list, compute: DType, fn: ScalarFn):
     """A pointwise node of the op's result type computing `fn(b, *operands)` in `compute`."""
     out = ctx.out
 
@@ -24,7 +26,7 @@ def elementwise(ctx, args: list, compute: torch.dtype, fn: ScalarFn):
     return ctx.pointwise(out.dtype, out.shape, body)
 
 
-def register_scalar(packet, fn: ScalarFn, compute: Callable[[tuple], torch.dtype]) -> None:
+def register_scalar(packet, fn: ScalarFn, compute: Callable[[tuple], DType]) -> None:
     """Lower every overload of `packet` to `fn` over operands cast to `compute(args)`."""
 
     @register_lowering(packet)
@@ -32,7 +34,7 @@ def register_scalar(packet, fn: ScalarFn, compute: Callable[[tuple], torch.dtype
         return elementwise(ctx, list(args), compute(args), fn)
 
 
-def promoted(kind) -> Callable[[tuple], torch.dtype]:
+def promoted(kind) -> Callable[[tuple], DType]:
     return lambda args: promote(args, kind)
 
 
@@ -80,7 +82,7 @@ for _overload, _name in ((aten.max.other, "maximum"), (aten.min.other, "minimum"
 for _name in PREDICATES:
     register_scalar(getattr(aten, _name), _op(_name), promoted(KIND.DEFAULT))
 for _name in LOGICAL:
-    register_scalar(getattr(aten, _name), _op(_name), lambda args: torch.bool)
+    register_scalar(getattr(aten, _name), _op(_name), lambda args: dt.b8)
 
 
 @register_lowering(aten.add, aten.sub)
@@ -117,7 +119,7 @@ def _trunc_div(ctx, x, y):
         return elementwise(ctx, [x, y], compute, lambda b, a, c: b.trunc(b.truediv(a, c)))
 
     def fn(b, a, c):
-        q = b.trunc(b.truediv(b.cast(a, torch.float64), b.cast(c, torch.float64)))
+        q = b.trunc(b.truediv(b.cast(a, dt.f64), b.cast(c, dt.f64)))
         return b.cast(q, compute)
 
     return elementwise(ctx, [x, y], compute, fn)
@@ -129,7 +131,7 @@ def where(ctx, cond, x, y):
     out = ctx.out
 
     def body(b, idx):
-        c = operand(b, cond, idx, torch.bool)
+        c = operand(b, cond, idx, dt.b8)
         return b.where(c, operand(b, x, idx, compute), operand(b, y, idx, compute))
 
     return ctx.pointwise(out.dtype, out.shape, body)
@@ -140,7 +142,7 @@ def masked_fill(ctx, x, mask, value):
     out = ctx.out
 
     def body(b, idx):
-        m = operand(b, mask, idx, torch.bool)
+        m = operand(b, mask, idx, dt.b8)
         return b.where(m, operand(b, value, idx, out.dtype), operand(b, x, idx, out.dtype))
 
     return ctx.pointwise(out.dtype, out.shape, body)

@@ -7,7 +7,10 @@ import math
 from collections.abc import Callable
 
 import torch
+from mind.dialects.reductions import REDUCTIONS
+from mind.ir import dtypes as dt
 from mind.ir.core import Value
+from mind.ir.dtypes import DType
 
 from . import register_lowering
 from .common import norm_dims
@@ -28,13 +31,6 @@ REDUCTION_OF = {
     "all": "all",
 }
 
-#: what a reduction over no element gives (max, min and the arg- kinds raise in eager)
-EMPTY = {"sum": 0, "prod": 1, "any": False, "all": True}
-
-
-def upcast(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-
 
 def reduce(
     ctx,
@@ -42,7 +38,7 @@ def reduce(
     dims,
     keepdim: bool,
     reduction_type: str,
-    dtype: torch.dtype,
+    dtype: DType,
     fn: Callable | None = None,
 ) -> Value:
     """Reduce `fn(b, x[index], idx)` (default: the loaded element) over `dims` of x."""
@@ -60,10 +56,11 @@ def reduce(
         value = b.load(x, index)
         return fn(b, value, idx) if fn else value
 
-    if math.prod(ranges) == 0 and reduction_type in EMPTY:  # no element: the identity
-        return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(EMPTY[reduction_type], dtype))
+    kind = REDUCTIONS[reduction_type]
+    if math.prod(ranges) == 0 and kind.empty_is_neutral:  # no element: the neutral value
+        return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(kind.neutral(dtype), dtype))
     if math.prod(ranges) == 1:  # one element per row (a 0-d input, size-1 dims): pointwise
-        if reduction_type in ("argmax", "argmin"):
+        if kind.is_index:  # its position: 0
             return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(0, dtype))
         return ctx.pointwise(dtype, shape, lambda b, idx: body(b, idx, (0,) * len(dims)))
     return ctx.reduction(dtype, shape, ranges, reduction_type, body)
@@ -85,10 +82,10 @@ def max_dim(ctx, x, dim, keepdim=False):
     """The values and the indices: two reductions over the same loads."""
     kind = REDUCTION_OF[ctx.origin]
     values = reduce(ctx, x, dim, keepdim, kind, ctx.outs[0].dtype)
-    return values, reduce(ctx, x, dim, keepdim, f"arg{kind}", torch.int64)
+    return values, reduce(ctx, x, dim, keepdim, f"arg{kind}", dt.i64)
 
 
-def divide(ctx, total: Value, count, dtype: torch.dtype) -> Value:
+def divide(ctx, total: Value, count, dtype: DType) -> Value:
     """A pointwise node `total / count` cast to `dtype`."""
 
     def body(b, idx):
@@ -100,14 +97,14 @@ def divide(ctx, total: Value, count, dtype: torch.dtype) -> Value:
 
 @register_lowering(aten.mean)
 def mean(ctx, x, dims=None, keepdim=False, *, dtype=None):
-    acc = upcast(ctx.out.dtype)
+    acc = dt.upcast(ctx.out.dtype)
     total = reduce(ctx, x, dims, keepdim, "sum", acc, lambda b, v, idx: b.cast(v, acc))
     return divide(ctx, total, numel(x, dims), ctx.out.dtype)
 
 
 def _var(ctx, x, dims, correction, keepdim):
     """Two passes: the mean, then the sum of squared deviations over n - correction."""
-    acc = upcast(x.type.dtype)
+    acc = dt.upcast(x.type.dtype)
     n = numel(x, dims)
     total = reduce(ctx, x, dims, keepdim, "sum", acc, lambda b, v, idx: b.cast(v, acc))
 

@@ -4,6 +4,8 @@ many reductions each depends on. A looped kernel runs one r-loop per phase that 
 from __future__ import annotations
 
 import sympy
+from mind.analysis.deps import INDEXED
+from mind.dialects.scheduled import Reduction, Store
 from mind.ir.core import Operation, Value
 
 
@@ -12,7 +14,7 @@ class Phases:
 
     def __init__(self, node: Operation):
         self.ops = node.body.ops
-        nx = len(node.attrs["sizes"][0])
+        nx = len(node.sizes[0])
         self.level: dict[Operation, int] = {}
         self.has_r: dict[Operation, bool] = {}
         self.defs: dict[Value, Operation] = {}
@@ -22,7 +24,7 @@ class Phases:
             level = max((info[v][0] for v in deps), default=0)
             self.level[op] = level
             self.has_r[op] = any(info[v][1] for v in deps) or _reads_r(op, nx)
-            reduction = op.name == "scheduled.reduction"
+            reduction = isinstance(op, Reduction)
             for result in op.results:
                 info[result] = (level + 1, False) if reduction else (level, self.has_r[op])
                 self.defs[result] = op
@@ -33,17 +35,15 @@ class Phases:
         return [
             op
             for op in self.ops
-            if self.level[op] == k and not self.has_r[op] and op.name != "scheduled.reduction"
+            if self.level[op] == k and not self.has_r[op] and not isinstance(op, Reduction)
         ]
 
     def r_work(self, k: int) -> tuple[list[Operation], list[Operation]]:
-        reductions = [
-            op for op in self.ops if op.name == "scheduled.reduction" and self.level[op] == k
-        ]
+        reductions = [op for op in self.ops if isinstance(op, Reduction) and self.level[op] == k]
         stores = [
             op
             for op in self.ops
-            if op.name == "scheduled.store" and self.has_r[op] and self.level[op] == k
+            if isinstance(op, Store) and self.has_r[op] and self.level[op] == k
         ]
         return reductions, stores
 
@@ -57,7 +57,7 @@ class Phases:
                     op is not None
                     and op not in needed
                     and self.has_r[op]
-                    and op.name != "scheduled.reduction"
+                    and not isinstance(op, Reduction)
                 ):
                     needed.add(op)
                     stack.append(op)
@@ -65,11 +65,9 @@ class Phases:
 
 
 def _reads_r(op: Operation, nx: int) -> bool:
-    kind = op.name.split(".", 1)[1]
-    position = {"load": 1, "store": 1, "index": 0}.get(kind)
-    if position is None:
+    if not isinstance(op, INDEXED):
         return False
-    expr = sympy.sympify(op.args[position])
+    expr = sympy.sympify(op.index)
     return any(
         s.name.startswith("p") and int(s.name[1:]) >= nx
         for s in expr.free_symbols

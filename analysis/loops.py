@@ -7,19 +7,38 @@ the flat offset its strides give.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 import sympy
-from mind.ir.core import Operation, Value
+from mind.dialects.loops import View
+from mind.ir.core import Block, Operation, Value
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType, contiguous_strides
 
-Index = list[IntLike] | IntLike
+T = TypeVar("T", bound=Operation)
+
+#: one index expression per dim
+Index = list[IntLike]
+#: an N-d index, or a flat offset into a buffer
+Access = Index | IntLike
 
 
 def pvar(i: int) -> sympy.Symbol:
     """The i-th loop variable of a body (`p0, p1, ...`)."""
     return sym(f"p{i}")
+
+
+def pvars(start: int, count: int) -> Index:
+    """The loop variables `p<start> .. p<start+count-1>`."""
+    return [pvar(i) for i in range(start, start + count)]
+
+
+def broadcast_index(shape: Sequence[IntLike], index: Sequence[IntLike]) -> Index:
+    """Read a tensor of `shape` at an index over a (possibly larger) broadcast shape: leading
+    dims it lacks are dropped, its size-1 dims read element 0."""
+    index = list(index)[len(index) - len(shape) :] if shape else []
+    return [0 if size == 1 else e for size, e in zip(shape, index)]
 
 
 def producer(value: Value) -> Operation | None:
@@ -28,8 +47,20 @@ def producer(value: Value) -> Operation | None:
 
 
 def is_view(value: Value) -> bool:
-    op = producer(value)
-    return op is not None and op.name == "loops.view"
+    return isinstance(value.owner, View)
+
+
+def consumers(value: Value, block: Block) -> set[Operation]:
+    """The ops of `block` that read `value`, directly or through views (views themselves are
+    not consumers: what reads them is)."""
+    found: set[Operation] = set()
+    for user in value.users:
+        top = user.ancestor_in(block)
+        if isinstance(top, View) and top.source is value:
+            found |= consumers(top.result, block)
+        elif top is not None:
+            found.add(top)
+    return found
 
 
 def substitute(expr: IntLike, mapping: dict[sympy.Symbol, IntLike]) -> IntLike:
@@ -50,14 +81,14 @@ def compose_view(
         assert view is not None
         views.append(view)
         mapping = {pvar(i): e for i, e in enumerate(index)}
-        value, index = view.args[0], [substitute(e, mapping) for e in view.args[1]]
+        value, index = view.source, [substitute(e, mapping) for e in view.index]
     return value, index, views
 
 
 def base_of(value: Value) -> Value:
     """The node or buffer a chain of views reads."""
     while is_view(value):
-        value = value.owner.args[0]
+        value = value.owner.source
     return value
 
 
@@ -68,7 +99,7 @@ def strides_of(value: Value) -> tuple[IntLike, ...]:
     return t.strides if t.strides is not None else contiguous_strides(t.shape)
 
 
-def flat_offset(value: Value, index: Index) -> IntLike:
+def flat_offset(value: Value, index: Access) -> IntLike:
     """The flat element offset of an N-d index into buffer `value` (a flat index stays as is)."""
     if not isinstance(index, list):
         return index
@@ -99,7 +130,7 @@ def simplify_index(expr: IntLike) -> IntLike:
     return as_int_like(expr)
 
 
-def body_ops(op: Operation, name: str) -> Iterator[Operation]:
-    """The ops called `loops.<name>` in a node's body."""
+def body_ops(op: Operation, cls: type[T]) -> Iterator[T]:
+    """The ops of class `cls` in a node's body."""
     if op.regions:
-        yield from (o for o in op.body.ops if o.name == f"loops.{name}")
+        yield from (o for o in op.body.ops if isinstance(o, cls))

@@ -12,17 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy
-from mind.ir.core import Operation, Value
+from mind.dialects.common import Reinterpret
+from mind.ir.core import Value
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import TensorType, contiguous_strides
 
-from .loops_utils import compose_view, pvar, simplify_index
+from .loops import compose_view, pvar, simplify_index
 
 Strides = tuple[IntLike, ...]
 
 
 @dataclass(frozen=True)
-class Layout:
+class ViewLayout:
     """Where a view's element `[p0, ...]` lies: `offset + sum(strides[i] * p_i)` elements past
     its buffer's first element."""
 
@@ -31,7 +32,7 @@ class Layout:
     offset: IntLike
 
 
-def view_layout(value: Value, base_strides: Strides) -> Layout | None:
+def view_layout(value: Value, base_strides: Strides) -> ViewLayout | None:
     """The layout of view chain `value` over the tensor underneath, laid out with
     `base_strides`; None when the chain is not affine in the p vars (a reshape that splits a
     non-contiguous dim, ...). Size-1 dims read index 0 only: they get contiguous strides."""
@@ -51,7 +52,7 @@ def view_layout(value: Value, base_strides: Strides) -> Layout | None:
     if sympy.expand(offset + sum(s * p for s, p in zip(strides, ps)) - flat) != 0:
         return None
     unit = contiguous_strides(t.shape)
-    return Layout(
+    return ViewLayout(
         base,
         tuple(u if n == 1 else as_int_like(s) for s, u, n in zip(strides, unit, t.shape)),
         as_int_like(offset),
@@ -62,6 +63,6 @@ def alias_of(value: Value) -> tuple[Value, IntLike] | None:
     """(buffer, offset) for a `reinterpret` result (any dialect), through reinterprets of
     reinterprets to the memory underneath; None for any other value."""
     base, offset = value, 0
-    while isinstance(base.owner, Operation) and base.owner.name.endswith(".reinterpret"):
-        base, offset = base.owner.args[0], offset + base.owner.attrs["offset"]
+    while isinstance(base.owner, Reinterpret):
+        base, offset = base.owner.buffer, offset + base.owner.offset
     return None if base is value else (base, as_int_like(offset))

@@ -1,5 +1,5 @@
 """How one scheduled node maps onto a Triton kernel's program: which dims each block axis
-covers (x, y, r0), the kernel kind and launch config, and the index width.
+covers (x, y, r0), the launch config, and the index width. The strategies pick among these.
 
 - pointwise: 1-D over the merged x dims, unless one access is contiguous along an outer dim while
   another is contiguous along the innermost (a transpose): then a 2-D tile [YBLOCK, XBLOCK] with
@@ -14,22 +14,21 @@ covers (x, y, r0), the kernel kind and launch config, and the index width.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 
 import sympy
-import torch
+from mind.analysis.deps import index_ops, size_hint
+from mind.dialects.loops import Load
+from mind.dialects.scheduled import Node, Store
+from mind.ir import dtypes as dt
 from mind.ir.core import Operation
+from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .triton_heuristics import (
-    LaunchConfig,
-    cdiv,
-    pointwise_config,
-    reduction_config,
-    size_hint,
-)
+from .heuristics import LaunchConfig, cdiv, pointwise_config
 
 
 @dataclass(frozen=True)
@@ -55,18 +54,16 @@ class Group:
 
 
 @dataclass(frozen=True)
-class Layout:
+class Tiling:
+    """How a kernel's program covers its node: block axes, launch config, index width."""
+
     config: LaunchConfig
     groups: tuple[Group, ...]  # grid groups first (y, x), then r0_
-    index_dtype: torch.dtype
+    index_dtype: DType
 
     @property
     def rgroup(self) -> Group | None:
         return next((g for g in self.groups if g.prefix == "r0_"), None)
-
-    @property
-    def looped(self) -> bool:
-        return self.config.kind == "reduction"
 
     @property
     def full_shape(self) -> tuple:
@@ -84,18 +81,14 @@ def numel(sizes) -> IntLike:
 
 def size_symbols(node: Operation) -> list[sympy.Symbol]:
     """The size symbols a node's sizes and body expressions use, by name: kernel arguments."""
-    xs, rs = node.attrs["sizes"]
-    exprs = [*xs, *rs] + [a for op in node.body.ops for a in op.args if isinstance(a, sympy.Expr)]
+    xs, rs = node.sizes
+    exprs = [*xs, *rs] + [op.index for op in index_ops(node.body.ops)]
     found = set().union(*(sympy.sympify(e).free_symbols for e in exprs))
     return sorted((s for s in found if not _LOOP_VAR.match(s.name)), key=str)
 
 
 def _accesses(node: Operation) -> list[sympy.Expr]:
-    return [
-        sympy.sympify(op.args[1])
-        for op in node.body.ops
-        if op.name in ("scheduled.load", "scheduled.store")
-    ]
+    return [sympy.sympify(op.index) for op in node.body.ops if isinstance(op, Load | Store)]
 
 
 def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
@@ -124,52 +117,63 @@ def _is_inner(node: Operation, nx: int, nr: int) -> bool:
     return not any(_unit_stride(e, nx - 1) for e in loads) if nx else True
 
 
-def _index_dtype(node: Operation, count: IntLike) -> torch.dtype:
+def _index_dtype(node: Node, count: IntLike) -> DType:
+    """i64 once the iteration count or an output's extent reaches 2**31 or is symbolic."""
     extents = [count]
-    for value in [*node.operands, *node.results]:
+    for value in node.results:
         if isinstance(value.type, TensorType) and value.type.strides is not None:
             extents.append(
                 1 + sum((s - 1) * st for s, st in zip(value.type.shape, value.type.strides))
             )
     extents = [as_int_like(e) for e in extents]
     if not all(isinstance(e, int) for e in extents):
-        return torch.int64
-    return torch.int64 if max(extents) >= 2**31 else torch.int32
+        return dt.i64
+    return dt.i64 if max(extents) >= 2**31 else dt.i32
 
 
-def plan(node: Operation, persistent_max: int, max_r_block: int) -> Layout:
-    xs, rs = (list(s) for s in node.attrs["sizes"])
+def pointwise_tiling(node: Node) -> Tiling:
+    """1-D over the x dims, or a 2-D tile when an access is contiguous along an outer dim."""
+    (xs, _), x_dims = node.sizes, tuple(range(len(node.sizes[0])))
+    idt = _index_dtype(node, numel(xs))
+    split = _tile_split(node, len(xs))
+    if split is not None:
+        ydims, xdims = x_dims[:split], x_dims[split:]
+        ynumel = size_hint(numel(xs[:split]))
+        config = pointwise_config(size_hint(numel(xs[split:])), ynumel)
+        if cdiv(ynumel, config.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
+            return Tiling(
+                config,
+                (
+                    Group("y", "YBLOCK", ydims, tuple(xs[:split]), 0, 2, 1, True),
+                    Group("x", "XBLOCK", xdims, tuple(xs[split:]), 1, 2, 0, True),
+                ),
+                idt,
+            )
+    config = pointwise_config(size_hint(numel(xs)))
+    return Tiling(config, (Group("x", "XBLOCK", x_dims, tuple(xs), 0, 1, 0, True),), idt)
+
+
+#: picks a reduction's launch config from (x numel, r numel, inner), numels at their size hints
+ReductionConfig = Callable[[int, int, bool], LaunchConfig]
+
+
+def reduction_tiling(node: Node, choose: ReductionConfig) -> Tiling:
+    """x on block axis 0 (grid axis 0), r0 on block axis 1, with the config `choose` picks."""
+    xs, rs = (list(s) for s in node.sizes)
     nx, nr = len(xs), len(rs)
-    idt = _index_dtype(node, numel([*xs, *rs]))
-    x_dims = tuple(range(nx))
-    if not rs:
-        split = _tile_split(node, nx)
-        if split is not None:
-            ydims, xdims = x_dims[:split], x_dims[split:]
-            ynumel = size_hint(numel(xs[:split]))
-            config = pointwise_config(size_hint(numel(xs[split:])), ynumel)
-            if cdiv(ynumel, config.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
-                return Layout(
-                    config,
-                    (
-                        Group("y", "YBLOCK", ydims, tuple(xs[:split]), 0, 2, 1, True),
-                        Group("x", "XBLOCK", xdims, tuple(xs[split:]), 1, 2, 0, True),
-                    ),
-                    idt,
-                )
-        config = pointwise_config(size_hint(numel(xs)))
-        return Layout(config, (Group("x", "XBLOCK", x_dims, tuple(xs), 0, 1, 0, True),), idt)
     rnumel = numel(rs)
-    config = reduction_config(
-        size_hint(numel(xs)), size_hint(rnumel), _is_inner(node, nx, nr), persistent_max,
-        max_r_block,
-    )  # fmt: skip
+    config = choose(size_hint(numel(xs)), size_hint(rnumel), _is_inner(node, nx, nr))
     rmasked = not isinstance(rnumel, int) or rnumel == 0 or rnumel % config.blocks["R0_BLOCK"] != 0
-    return Layout(
+    return Tiling(
         config,
         (
-            Group("x", "XBLOCK", x_dims, tuple(xs), 0, 2, 0, True),
+            Group("x", "XBLOCK", tuple(range(nx)), tuple(xs), 0, 2, 0, True),
             Group("r0_", "R0_BLOCK", tuple(range(nx, nx + nr)), tuple(rs), 1, 2, None, rmasked),
         ),
-        idt,
+        _index_dtype(node, numel([*xs, *rs])),
     )
+
+
+def row_size(node: Node) -> int:
+    """The elements a reduction reduces per x position, at its size hint."""
+    return size_hint(numel(node.sizes[1]))

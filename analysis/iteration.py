@@ -16,7 +16,7 @@ import sympy
 from mind.ir.symbols import IntLike
 
 from .deps import equal, product
-from .loops_utils import pvar
+from .loops import pvar
 
 Sizes = tuple[list[IntLike], list[IntLike]]
 Mapping = dict[sympy.Symbol, IntLike]

@@ -1,8 +1,6 @@
-"""How each triton-dialect elementwise op, index expression and attribute reads as Python: the
-tables the emitter formats with operand names. Math without a `tl` builtin goes through
-`triton_helpers` (mind.runtime.triton_helpers), which maps it to libdevice on a GPU and to `tl`
-primitives under TRITON_INTERPRET, where libdevice cannot run.
-"""
+"""How index expressions, dtypes and attribute values read as Python, for the Triton emitter
+(elementwise ops and reductions read theirs from the op tables: dialects/scalar_ops.py,
+dialects/reductions.py)."""
 
 from __future__ import annotations
 
@@ -12,87 +10,37 @@ from collections.abc import Callable
 from typing import Any
 
 import sympy
-import torch
+from mind.ir import dtypes as dt
 from mind.ir.attributes import PyRef
 from mind.ir.core import Value
 from mind.ir.diagnostics import MindError
+from mind.ir.dtypes import Device, DType
 
-_HELPER_UNARY = (
-    "expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
-    "lgamma isinf isfinite signbit relu"
-).split()
-_HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign".split()
-
-#: op name -> format string over operand names ({0}, {1}, {2})
-ELEMENTWISE: dict[str, str] = {
-    "neg": "-{0}",
-    "abs": "tl.abs({0})",
-    "reciprocal": "1 / {0}",
-    "square": "{0} * {0}",
-    "bitwise_not": "~{0}",
-    "logical_not": "{0} == 0",
-    "isnan": "{0} != {0}",
-    **{
-        n: f"tl.{n}({{0}})"
-        for n in "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf floor".split()
-    },
-    "ceil": "tl.ceil({0})",
-    **{n: f"triton_helpers.{n}({{0}})" for n in _HELPER_UNARY},
-    **{n: f"triton_helpers.{n}({{0}}, {{1}})" for n in _HELPER_BINARY},
-    "add": "{0} + {1}",
-    "sub": "{0} - {1}",
-    "mul": "{0} * {1}",
-    "truediv": "{0} / {1}",
-    "mod": "triton_helpers.remainder({0}, {1})",  # loops' mod is Python's (sympy Mod), not C's
-    "fmod": "{0} % {1}",
-    "bitwise_and": "{0} & {1}",
-    "bitwise_or": "{0} | {1}",
-    "bitwise_xor": "{0} ^ {1}",
-    "lshift": "{0} << {1}",
-    "rshift": "{0} >> {1}",
-    "eq": "{0} == {1}",
-    "ne": "{0} != {1}",
-    "lt": "{0} < {1}",
-    "le": "{0} <= {1}",
-    "gt": "{0} > {1}",
-    "ge": "{0} >= {1}",
-    "logical_and": "{0} & {1}",
-    "logical_or": "{0} | {1}",
-    "logical_xor": "{0} ^ {1}",
-    "where": "tl.where({0}, {1}, {2})",
-}
-
-#: reduction_type -> Python for `triton.reduce(value, axis)` ({v}, {axis}, {dt})
-REDUCE: dict[str, str] = {
-    "sum": "tl.sum({v}, {axis}, keep_dims=True).to({dt})",
-    "prod": "triton_helpers.prod({v}, {axis}).to({dt})",
-    # NaN wins, as in torch (tl.max/tl.min drop it): Inductor's max2/min2 reduce the same way
-    "max": "tl.reduce({v}, {axis}, triton_helpers.maximum, keep_dims=True)",
-    "min": "tl.reduce({v}, {axis}, triton_helpers.minimum, keep_dims=True)",
-    "any": "tl.max({v}.to(tl.int8), {axis}, keep_dims=True) != 0",
-    "all": "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0",
-}
-
-TL_DTYPES: dict[torch.dtype, str] = {
-    torch.bool: "tl.int1",
-    torch.int8: "tl.int8",
-    torch.int16: "tl.int16",
-    torch.int32: "tl.int32",
-    torch.int64: "tl.int64",
-    torch.uint8: "tl.uint8",
-    torch.float16: "tl.float16",
-    torch.bfloat16: "tl.bfloat16",
-    torch.float32: "tl.float32",
-    torch.float64: "tl.float64",
-    torch.float8_e4m3fn: "tl.float8e4nv",
-    torch.float8_e5m2: "tl.float8e5",
+TL_DTYPES: dict[DType, str] = {
+    dt.b8: "tl.int1",
+    dt.i8: "tl.int8",
+    dt.i16: "tl.int16",
+    dt.i32: "tl.int32",
+    dt.i64: "tl.int64",
+    dt.u8: "tl.uint8",
+    dt.f16: "tl.float16",
+    dt.bf16: "tl.bfloat16",
+    dt.f32: "tl.float32",
+    dt.f64: "tl.float64",
+    dt.f8e4m3fn: "tl.float8e4nv",
+    dt.f8e5m2: "tl.float8e5",
 }
 
 
-def tl_dtype(dtype: torch.dtype) -> str:
+def tl_dtype(dtype: DType) -> str:
     if dtype not in TL_DTYPES:
         raise MindError(f"Triton has no dtype for {dtype}")
     return TL_DTYPES[dtype]
+
+
+def torch_dtype(dtype: DType) -> str:
+    """The torch dtype as the emitted Python names it: `torch.float32`."""
+    return f"torch.{dtype.torch_name}"
 
 
 def py_float(value: float) -> str:
@@ -148,8 +96,9 @@ def py_expr(expr: Any, names: Callable[[str], str], minmax=("tl.minimum", "tl.ma
     raise MindError(f"cannot emit index expression '{expr}'")
 
 
-def py_literal(value: Any, name: Callable[[Value], str], device: str = "device") -> str:
-    """An attribute value as a Python expression for the wrapper (ATen call arguments)."""
+def py_literal(value: Any, name: Callable[[Value], str], device: Callable[[Device], str]) -> str:
+    """An attribute value as a Python expression for the wrapper (ATen call arguments);
+    `device` names a module-level torch.device."""
 
     def lit(x: Any) -> str:
         return py_literal(x, name, device)
@@ -171,10 +120,10 @@ def py_literal(value: Any, name: Callable[[Value], str], device: str = "device")
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {lit(x)}" for k, x in value.items()) + "}"
-    if isinstance(value, torch.dtype):
-        return str(value)
-    if isinstance(value, torch.device):
-        return device
+    if isinstance(value, DType):
+        return torch_dtype(value)
+    if isinstance(value, Device):
+        return device(value)
     if isinstance(value, PyRef) and value.path.startswith("torch.") and is_dotted(value.path):
         return value.path
     raise MindError(f"cannot pass {value!r} to a Python call")

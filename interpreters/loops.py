@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import sympy
 import torch
 from mind.dialects.aten import overload
+from mind.dialects.common import Call, ConstantTensor, Reinterpret
+from mind.dialects.loops import Cast, CheckIndex, Constant, Index, Load, Reduction, View, Yield
 from mind.dialects.pyobjects import from_attr
+from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.dialects.torch_types import from_torch, to_torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value, map_values
 from mind.ir.diagnostics import MindError
+from mind.ir.dtypes import DType
 from mind.ir.symbols import sym
-from mind.ir.types import TensorType, dtype_name
+from mind.ir.types import TensorType
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 Env = dict[Value, Any]
@@ -112,34 +118,13 @@ def index_value(expr: Any, env: Bindings) -> Any:
 
 # -- body ops -----------------------------------------------------------------------------------
 
-#: torch's names where they differ; `mod` is Python's (sympy's Mod), as `remainder`
-_TORCH_NAMES = {
-    "truediv": "true_divide",
-    "floordiv": "floor_divide",
-    "mod": "remainder",
-    "lshift": "bitwise_left_shift",
-    "rshift": "bitwise_right_shift",
-}
-
-
-#: scalar op name -> the torch function computing it elementwise
-def _check_index(index: torch.Tensor, bound: Any) -> torch.Tensor:
-    if bool(((index < 0) | (index >= bound)).any()):
-        raise IndexError(f"index out of bounds: 0 <= index < {int(bound)}")
-    return index
-
-
+#: scalar op name -> the torch function computing it elementwise (the table's reference)
 SCALAR_FUNCTIONS: dict[str, Callable] = {
-    **{
-        name: getattr(torch, _TORCH_NAMES.get(name, name))
-        for name in SCALAR_OPS
-        if name != "check_index"
-    },
-    "check_index": _check_index,
+    name: getattr(torch, spec.torch) for name, spec in SCALAR_OPS.items()
 }
 
 
-def _grid(sizes: list[int]) -> Bindings:
+def grid(sizes: list[int]) -> Bindings:
     """p0, p1, ...: int64 aranges, each along its own dim of a broadcastable grid."""
     n = len(sizes)
     return {
@@ -148,7 +133,7 @@ def _grid(sizes: list[int]) -> Bindings:
     }
 
 
-def _flat_memory(t: torch.Tensor) -> torch.Tensor:
+def flat_memory(t: torch.Tensor) -> torch.Tensor:
     """The buffer's memory from its first element on, as a 1-d tensor (flat offsets index it)."""
     span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) if t.numel() else 0
     return t.as_strided((span,), (1,), t.storage_offset())
@@ -159,7 +144,7 @@ def _gather(src: torch.Tensor, index: Any, mask: Any) -> Any:
     element 0 so that their (possibly out-of-range) indices never reach memory."""
     flat = not isinstance(index, list)
     if flat:
-        src, index = _flat_memory(src), [index]
+        src, index = flat_memory(src), [index]
     index = [torch.as_tensor(i) for i in index]
     if mask is not None:
         index = [torch.where(mask, i, 0) for i in index]
@@ -178,70 +163,85 @@ class Body:
         self.grid = grid
         self.values: dict[Value, Any] = {}
 
+    #: body op kind -> the method computing it (scalar ops when absent)
+    OPS: ClassVar[dict[str, Callable]] = {}
+
     def run(self, op: Operation) -> torch.Tensor:
         for inner in op.body.ops:
-            kind = inner.name.split(".", 1)[1]
-            if kind == "yield":
-                return self.values[inner.args[0]]
-            try:
-                result = _BODY_OPS.get(kind, Body.scalar)(self, inner)
-            except MindError as exc:
-                raise (exc if exc.loc else MindError(str(exc), inner.loc)) from None
-            except (RuntimeError, IndexError, TypeError) as exc:
-                raise MindError(f"'{inner.name}' failed: {exc}", inner.loc) from exc
-            self.values[inner.result] = result
+            if isinstance(inner, Yield):
+                return self.values[inner.value]
+            self.eval(inner)
         raise MindError(f"'{op.name}' body has no yield", op.loc)
+
+    def eval(self, op: Operation) -> None:
+        """Compute one body op; its errors name its location."""
+        try:
+            result = type(self).OPS.get(op.kind, Body.scalar)(self, op)
+        except MindError as exc:
+            raise (exc if exc.loc else MindError(str(exc), op.loc)) from None
+        except (RuntimeError, IndexError, TypeError) as exc:
+            raise MindError(f"'{op.name}' failed: {exc}", op.loc) from exc
+        if result is not None:  # (a handler may bind several results itself)
+            self.values[op.result] = result
 
     def arg(self, x: Any) -> Any:
         return self.values[x] if isinstance(x, Value) else x
 
     def scalar(self, op: Operation) -> torch.Tensor:
-        fn = SCALAR_FUNCTIONS.get(op.name.split(".", 1)[1])
+        fn = SCALAR_FUNCTIONS.get(op.kind)
         if fn is None:
             raise MindError(f"the evaluator does not know '{op.name}'", op.loc)
-        return fn(*(self.arg(a) for a in op.args)).to(op.result.type.dtype)
+        return fn(*(self.values[v] for v in op.operands)).to(to_torch(op.result.type.dtype))
 
-    def load(self, op: Operation) -> torch.Tensor:
-        src, index = op.args
-        dtype = op.result.type.dtype
+    def load(self, op: Load) -> torch.Tensor:
+        dtype = to_torch(op.result.type.dtype)
         bindings = dict(self.grid)
-        for i, v in enumerate(op.attrs.get("indirect") or []):
-            bindings[sym(f"i{i}")] = self.arg(v)
+        for i, v in enumerate(op.indirect or []):
+            bindings[sym(f"i{i}")] = self.values[v]
+        index = op.index
         index = (
             [index_value(e, bindings) for e in index]
             if isinstance(index, list)
             else index_value(index, bindings)
         )
-        mask = self.arg(op.attrs.get("mask"))
-        value = _gather(self.env[src], index, mask)
+        mask = self.arg(op.mask)
+        value = _gather(self.env[op.source], index, mask)
         if mask is not None:
-            other = op.attrs.get("other")
+            other = op.other
             value = torch.where(
                 mask, value, torch.tensor(0 if other is None else other, dtype=dtype)
             )
         return value.to(dtype)
 
-    def constant(self, op: Operation) -> torch.Tensor:
-        return torch.tensor(op.args[0], dtype=op.result.type.dtype)
+    def constant(self, op: Constant) -> torch.Tensor:
+        return torch.tensor(op.value, dtype=to_torch(op.result.type.dtype))
 
-    def index(self, op: Operation) -> torch.Tensor:
-        return torch.as_tensor(index_value(op.args[0], self.grid)).to(op.result.type.dtype)
+    def index(self, op: Index) -> torch.Tensor:
+        return torch.as_tensor(index_value(op.index, self.grid)).to(to_torch(op.result.type.dtype))
 
-    def cast(self, op: Operation) -> torch.Tensor:
-        return self.arg(op.args[0]).to(op.result.type.dtype)
+    def cast(self, op: Cast) -> torch.Tensor:
+        return self.values[op.x].to(to_torch(op.result.type.dtype))
+
+    def check_index(self, op: CheckIndex) -> torch.Tensor:
+        """The index, or an error where one is out of bounds (eager's IndexError)."""
+        index, bound = self.values[op.index], self.values[op.bound]
+        if bool(((index < 0) | (index >= bound)).any()):
+            raise IndexError(f"index out of bounds: 0 <= index < {int(bound)}")
+        return index
 
 
-_BODY_OPS: dict[str, Callable[[Body, Operation], torch.Tensor]] = {
+Body.OPS = {
     "load": Body.load,
     "constant": Body.constant,
     "index": Body.index,
     "cast": Body.cast,
+    "check_index": Body.check_index,
 }
 
 # -- nodes --------------------------------------------------------------------------------------
 
 
-def _sizes(t: TensorType, op: Operation) -> list[int]:
+def static_sizes(t: TensorType, op: Operation) -> list[int]:
     try:
         return [int(s) for s in t.shape]
     except TypeError:
@@ -258,95 +258,83 @@ def _laid_out(value: Value, data: Any) -> Any:
     strides = tuple(int(s) for s in t.strides)
     if data.stride() == strides:  # laid out already (a reinterpret may overlap itself)
         return data
-    out = torch.empty_strided(data.shape, strides, dtype=t.dtype, device=data.device)
+    out = torch.empty_strided(data.shape, strides, dtype=to_torch(t.dtype), device=data.device)
     return out.copy_(data)
 
 
 def _pointwise(op: Operation, env: Env) -> list[torch.Tensor]:
     t = op.result.type
-    sizes = _sizes(t, op)
-    value = Body(env, _grid(sizes)).run(op)
-    return [torch.broadcast_to(value, sizes).to(t.dtype).contiguous()]
+    sizes = static_sizes(t, op)
+    value = Body(env, grid(sizes)).run(op)
+    return [torch.broadcast_to(value, sizes).to(to_torch(t.dtype)).contiguous()]
 
 
-def _sum(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Low-precision floats accumulate in f32, as eager kernels do."""
-    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else None
-    return x.sum(-1, dtype=acc)
+def reduce_last(kind: str, x: torch.Tensor, dtype: DType) -> torch.Tensor:
+    """Reduce the last (flattened reduction) dim of `x` into a result of `dtype` by the kind's
+    torch reference (dialects/reductions.py); low-precision floats accumulate in f32."""
+    row = REDUCTIONS[kind]
+    if row.is_logical:
+        x = x.bool()
+    upcast = dt.upcast(dtype)
+    kwargs = {"dtype": to_torch(upcast)} if row.upcast and upcast != dtype else {}
+    return getattr(x, row.torch)(-1, **kwargs).to(to_torch(dtype))
 
 
-def _prod(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else None
-    return x.prod(-1, dtype=acc)
-
-
-#: reduction_type -> reduce the last (flattened reduction) dim
-REDUCTIONS: dict[str, Callable[[torch.Tensor, torch.dtype], torch.Tensor]] = {
-    "sum": _sum,
-    "prod": _prod,
-    "max": lambda x, dt: x.amax(-1),
-    "min": lambda x, dt: x.amin(-1),
-    "argmax": lambda x, dt: x.argmax(-1),
-    "argmin": lambda x, dt: x.argmin(-1),
-    "any": lambda x, dt: x.bool().any(-1),
-    "all": lambda x, dt: x.bool().all(-1),
-}
-
-
-def _reduction(op: Operation, env: Env) -> list[torch.Tensor]:
+def _reduction(op: Reduction, env: Env) -> list[torch.Tensor]:
     t = op.result.type
-    sizes = _sizes(t, op)
-    ranges = [int(r) for r in op.attrs["reduction_ranges"]]
-    kind = op.attrs["reduction_type"]
-    if kind not in REDUCTIONS:
-        raise MindError(f"unknown reduction_type '{kind}'", op.loc)
-    value = Body(env, _grid(sizes + ranges)).run(op)
+    sizes = static_sizes(t, op)
+    ranges = [int(r) for r in op.reduction_ranges]
+    value = Body(env, grid(sizes + ranges)).run(op)
     value = torch.broadcast_to(value, sizes + ranges).reshape(*sizes, math.prod(ranges))
-    return [REDUCTIONS[kind](value, t.dtype).to(t.dtype)]
+    return [reduce_last(op.reduction_type, value, t.dtype)]
 
 
-def _view(op: Operation, env: Env) -> list[torch.Tensor]:
-    src, index = op.args
-    sizes = _sizes(op.result.type, op)
-    grid = _grid(sizes)
+def _view(op: View, env: Env) -> list[torch.Tensor]:
+    sizes = static_sizes(op.result.type, op)
+    points = grid(sizes)
     try:
-        value = _gather(env[src], [index_value(e, grid) for e in index], None)
+        value = _gather(env[op.source], [index_value(e, points) for e in op.index], None)
     except IndexError as exc:
         raise MindError(f"'{op.name}' reads out of range: {exc}", op.loc) from exc
     return [torch.broadcast_to(value, sizes).contiguous()]
 
 
-def _aten_call(op: Operation, env: Env) -> list[Any]:
+def _aten_call(op: Call, env: Env) -> list[Any]:
     target = overload(op.symbol or "")
     if target is None:
         raise MindError(f"'@{op.symbol}' is not an ATen overload", op.loc)
     names = {a.name for a in target._schema.arguments}
-    args = from_attr(op.args, env)
+    args = from_attr(op.values, env)
     kwargs = from_attr({k: v for k, v in op.attrs.items() if k in names}, env)
     out = target(*args, **kwargs)
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
-def _reinterpret(op: Operation, env: Env) -> list[torch.Tensor]:
-    src, t = env[op.args[0]], op.result.type
-    sizes, strides = _sizes(t, op), [int(s) for s in t.strides]
-    return [src.as_strided(sizes, strides, src.storage_offset() + int(op.attrs["offset"]))]
+def _reinterpret(op: Reinterpret, env: Env) -> list[torch.Tensor]:
+    src, t = env[op.buffer], op.result.type
+    sizes, strides = static_sizes(t, op), [int(s) for s in t.strides]
+    return [src.as_strided(sizes, strides, src.storage_offset() + int(op.offset))]
 
 
-def _constant_tensor(op: Operation, env: Env) -> list[torch.Tensor]:
+def _constant_tensor(op: ConstantTensor, env: Env) -> list[torch.Tensor]:
     t = op.result.type
-    return [torch.tensor(op.attrs["data"], dtype=t.dtype).reshape(_sizes(t, op))]
+    return [torch.tensor(op.data, dtype=to_torch(t.dtype)).reshape(static_sizes(t, op))]
 
 
-#: node op -> its result tensors (before realized results are laid out)
-NODES: dict[str, Callable[[Operation, Env], list[Any]]] = {
-    "loops.pointwise": _pointwise,
-    "loops.reduction": _reduction,
-    "loops.view": _view,
-    "loops.extern": _aten_call,
-    "loops.fallback": _aten_call,
-    "loops.constant_tensor": _constant_tensor,
-    "loops.reinterpret": _reinterpret,
+NodeFn = Callable[[Operation, Env], list[Any]]
+#: what runs the same in the loops and scheduled dialects: calls, constants, reinterprets
+MEMORY_OPS: dict[str, NodeFn] = {
+    "extern": _aten_call,
+    "fallback": _aten_call,
+    "constant_tensor": _constant_tensor,
+    "reinterpret": _reinterpret,
+}
+#: node kind -> its result tensors (before realized results are laid out)
+NODES: dict[str, NodeFn] = {
+    "pointwise": _pointwise,
+    "reduction": _reduction,
+    "view": _view,
+    **MEMORY_OPS,
 }
 
 
@@ -360,8 +348,12 @@ def _bind_inputs(graph_op: Operation, inputs: list[torch.Tensor]) -> Env:
     for arg, x in zip(args, inputs):
         t = arg.type
         if isinstance(t, TensorType):
-            if not isinstance(x, torch.Tensor) or x.dtype != t.dtype or x.dim() != t.rank:
-                got = f"{dtype_name(x.dtype)}{list(x.shape)}" if isinstance(x, torch.Tensor) else x
+            if (
+                not isinstance(x, torch.Tensor)
+                or from_torch(x.dtype) != t.dtype
+                or x.dim() != t.rank
+            ):
+                got = f"{from_torch(x.dtype)}{list(x.shape)}" if isinstance(x, torch.Tensor) else x
                 raise MindError(f"input %{arg.name} must be {t}, got {got}", graph_op.loc)
             if t.strides is None:
                 x = x.contiguous()
@@ -374,16 +366,21 @@ def _bind_inputs(graph_op: Operation, inputs: list[torch.Tensor]) -> Env:
     return env
 
 
+def run_graph(graph_op: Operation, inputs: list[torch.Tensor], nodes: dict[str, NodeFn]) -> list:
+    """Run a graph op's body on `inputs`, each op by `nodes` (by kind); the output's values."""
+    env = _bind_inputs(graph_op, inputs)
+    for op in graph_op.body.ops:
+        if op.kind == "output":
+            return list(map_values(op.values, lambda v: env[v]))
+        if op.kind not in nodes:
+            raise MindError(f"the evaluator does not know the node '{op.name}'", op.loc)
+        for value, data in zip(op.results, nodes[op.kind](op, env)):
+            env[value] = _laid_out(value, data)
+    raise MindError(f"'@{graph_op.symbol}' has no output", graph_op.loc)
+
+
 def evaluate(graph_op: Operation, inputs: list[torch.Tensor]) -> list:
     """Run a `loops.graph` on `inputs`; returns the values of its `loops.output`, in order."""
     if graph_op.name != "loops.graph":
         raise MindError(f"evaluate runs a 'loops.graph', not '{graph_op.name}'", graph_op.loc)
-    env = _bind_inputs(graph_op, inputs)
-    for op in graph_op.body.ops:
-        if op.name == "loops.output":
-            return list(map_values(op.args, lambda v: env[v]))
-        if op.name not in NODES:
-            raise MindError(f"the evaluator does not know the node '{op.name}'", op.loc)
-        for value, data in zip(op.results, NODES[op.name](op, env)):
-            env[value] = _laid_out(value, data)
-    raise MindError(f"'@{graph_op.symbol}' has no loops.output", graph_op.loc)
+    return run_graph(graph_op, inputs, NODES)

@@ -1,6 +1,6 @@
 """Launch configurations for generated kernels: block sizes, warps and stages from the sizes
 alone, the way Inductor's triton_heuristics pick the first config (mind does not autotune).
-Symbolic sizes choose with a size hint (SIZE_HINT per symbol), as Inductor does.
+Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as Inductor does.
 
 - pointwise: XBLOCK up to 1024, a warp per 256 elements, at least 4 warps past 128 elements;
   2-D tiles up to 64 x 64.
@@ -19,9 +19,6 @@ from dataclasses import dataclass
 import sympy
 from mind.ir.symbols import IntLike, as_int_like
 
-#: the size a config is chosen for when a size is symbolic (Inductor's default size hint)
-SIZE_HINT = 8192
-
 #: rows up to this many elements reduce in registers (Inductor's persistent-reduction limit)
 PERSISTENT_MAX = 1024
 #: the widest R0_BLOCK of a looped reduction
@@ -30,7 +27,6 @@ MAX_R_BLOCK = 2048
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    kind: str
     blocks: dict[str, int]
     num_warps: int
     num_stages: int = 1
@@ -45,12 +41,6 @@ def cdiv(a: IntLike, b: int) -> IntLike:
     if isinstance(a, int):
         return -(-a // b)
     return as_int_like(sympy.floor((a + b - 1) / b))
-
-
-def size_hint(size: IntLike) -> int:
-    """A number to pick configs with: each symbol of `size` counts as SIZE_HINT."""
-    size = sympy.sympify(size)
-    return int(size.subs({s: SIZE_HINT for s in size.free_symbols}))
 
 
 def _num_warps(elements_per_warp: int, lo: int, hi: int = 8) -> int:
@@ -69,28 +59,26 @@ def pointwise_config(xnumel: int, ynumel: int | None = None) -> LaunchConfig:
     for b in blocks.values():
         elements *= b
     warps = _num_warps(elements // 256, 1)
-    return LaunchConfig("pointwise", blocks, max(warps, 4) if elements >= 128 else warps)
+    return LaunchConfig(blocks, max(warps, 4) if elements >= 128 else warps)
 
 
-def reduction_config(
-    xnumel: int,
-    rnumel: int,
-    inner: bool,
-    persistent_max: int = PERSISTENT_MAX,
-    max_r_block: int = MAX_R_BLOCK,
-) -> LaunchConfig:
-    xcap = next_power_of_2(xnumel)
-    if rnumel <= persistent_max:
-        rblock = next_power_of_2(rnumel)
-        budget = 256 if inner else 4096
-        fits = [x for x in (1, 8, 32, 128) if x * rblock <= budget and x <= xcap]
-        xblock, kind = max(fits, default=1), "persistent_reduction"
-    elif inner:
-        xblock, rblock, kind = 1, min(max_r_block, next_power_of_2(rnumel)), "reduction"
-    else:  # 32 contiguous columns (a 128-byte line of f32) and 64 rows in flight per program
-        xblock, rblock, kind = min(32, xcap), min(64, max_r_block), "reduction"
+def _reduction(xblock: int, rblock: int) -> LaunchConfig:
     warps = _num_warps(xblock * rblock // 128, 2)
-    return LaunchConfig(kind, {"XBLOCK": xblock, "R0_BLOCK": rblock}, warps)
+    return LaunchConfig({"XBLOCK": xblock, "R0_BLOCK": rblock}, warps)
+
+
+def persistent_config(xnumel: int, rnumel: int, inner: bool) -> LaunchConfig:
+    rblock = next_power_of_2(rnumel)
+    budget = 256 if inner else 4096
+    fits = [x for x in (1, 8, 32, 128) if x * rblock <= budget and x <= next_power_of_2(xnumel)]
+    return _reduction(max(fits, default=1), rblock)
+
+
+def looped_config(xnumel: int, rnumel: int, inner: bool, max_r_block: int) -> LaunchConfig:
+    if inner:
+        return _reduction(1, min(max_r_block, next_power_of_2(rnumel)))
+    # 32 contiguous columns (a 128-byte line of f32) and 64 rows in flight per program
+    return _reduction(min(32, next_power_of_2(xnumel)), min(64, max_r_block))
 
 
 def grid(config: LaunchConfig, numels: dict[str, IntLike]) -> tuple:

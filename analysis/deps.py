@@ -1,6 +1,6 @@
 """Index algebra of scheduled nodes: Inductor's MemoryDeps and its loop merging.
 
-A MemoryDep `("buf0", 128*d0 + d1, {d0: 4, d1: 128})` says which buffer a node touches, at which
+A MemoryDep `(%buf0, 128*d0 + d1, {d0: 4, d1: 128})` says which buffer a node touches, at which
 flat index, over which variable ranges. Reads range over all the node's loops (x then r); a
 store whose index uses no r variable (a reduction's result) ranges over the x loops only.
 `merge_dims` is Inductor's `_simplify_loops` with reordering prevented: adjacent dims fuse into
@@ -9,31 +9,52 @@ one when every index sees them as one contiguous range.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import sympy
-from mind.ir.core import Operation, Value
+from mind.dialects.loops import Index, Load
+from mind.dialects.scheduled import Node, Store
+from mind.ir.core import Block, Operation, Value
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .loops_utils import pvar, strides_of, substitute
+from .loops import pvar, strides_of, substitute
 
-Dep = tuple[str, IntLike, dict[str, IntLike]]
+Dep = tuple[Value, IntLike, dict[str, IntLike]]
 Dim = tuple[sympy.Symbol, IntLike]
 
-#: which positional argument of a body op holds an index expression
-INDEX_ARGS = {"load": 1, "store": 1, "index": 0}
+#: body ops whose `index` field holds an index expression over the loop variables
+INDEXED = (Load, Store, Index)
 #: the order of a scheduled.node's attributes, as docs/IR.md prints them
 NODE_ATTRS = ("sizes", "device", "origins", "writes", "unmet", "met")
 
 
-def kind(op: Operation) -> str:
-    """`scheduled.load` -> `load`."""
-    return op.name.split(".", 1)[1]
+def index_ops(body: list[Operation]) -> Iterator[Load | Store | Index]:
+    return (op for op in body if isinstance(op, INDEXED))
 
 
-def index_ops(body: list[Operation]) -> Iterator[Operation]:
-    return (op for op in body if kind(op) in INDEX_ARGS)
+def reads(op: Operation) -> list[Value]:
+    """The graph values an op reads: a node's loaded buffers, a call's or output's operands (not
+    the op's own results, which its MemoryDeps name)."""
+    if isinstance(op, Node):
+        values = [b.source for b in op.body.ops if isinstance(b, Load)]
+    else:
+        values = [v for v in op.operands if v.owner is not op]
+    return list(dict.fromkeys(values))
+
+
+def erase_dead(body: Block) -> None:
+    """Erase the body ops whose results nothing uses (bodies are pure; stores stay)."""
+    for op in reversed(list(body.ops)):
+        if op.results and not any(r.users for r in op.results):
+            op.erase()
+
+
+def readers(value: Value, block: Block) -> set[Operation]:
+    """The ops of `block` that read `value` (not the op producing it)."""
+    found = {user.ancestor_in(block) for user in value.users}
+    return found - {None, value.owner}
 
 
 def equal(a: IntLike, b: IntLike) -> bool:
@@ -41,14 +62,28 @@ def equal(a: IntLike, b: IntLike) -> bool:
 
 
 def product(sizes: list[IntLike]) -> IntLike:
-    return as_int_like(sympy.Mul(*sizes)) if sizes else 1
+    if all(isinstance(s, int) for s in sizes):
+        return math.prod(sizes)
+    return as_int_like(sympy.Mul(*sizes))
+
+
+#: what a size symbol counts as when a heuristic needs a number (Inductor's default size hint)
+SIZE_HINT = 8192
+
+
+def size_hint(size: IntLike) -> int:
+    """`size` with each symbol at SIZE_HINT: for estimating bytes and choosing configs."""
+    if isinstance(size, int):
+        return size
+    size = sympy.sympify(size)
+    return int(size.subs({s: SIZE_HINT for s in size.free_symbols}))
 
 
 # -- MemoryDeps --------------------------------------------------------------------------------
-def _dep(name: str, index: IntLike, ranges: list[IntLike]) -> Dep:
+def _dep(buffer: Value, index: IntLike, ranges: list[IntLike]) -> Dep:
     """A dep over `ranges`, with the body's p vars renamed d vars."""
     renamed = substitute(index, {pvar(k): sym(f"d{k}") for k in range(len(ranges))})
-    return (name, renamed, {f"d{k}": s for k, s in enumerate(ranges)})
+    return (buffer, renamed, {f"d{k}": s for k, s in enumerate(ranges)})
 
 
 def buffer_dep(value: Value) -> Dep:
@@ -56,7 +91,7 @@ def buffer_dep(value: Value) -> Dep:
     t = value.type
     assert isinstance(t, TensorType)
     index = sum((pvar(k) * s for k, s in enumerate(strides_of(value))), start=sympy.Integer(0))
-    return _dep(value.name, as_int_like(index), list(t.shape))
+    return _dep(value, as_int_like(index), list(t.shape))
 
 
 def is_external(value: Value) -> bool:
@@ -80,24 +115,23 @@ def split_reads(reads: list[tuple[Value, Dep]]) -> tuple[list[Dep], list[Dep]]:
     return met, unmet
 
 
-def node_deps(op: Operation) -> dict[str, list[Dep]]:
+def node_deps(op: Node) -> dict[str, list[Dep]]:
     """writes, unmet and met of a scheduled.node, computed from its body."""
-    xs, rs = op.attrs["sizes"]
+    xs, rs = op.sizes
     r_vars = {pvar(len(xs) + k) for k in range(len(rs))}
-    writes, reads = [], []
+    writes, loads = [], []
     for body_op in op.body.ops:
-        if kind(body_op) == "store":
-            name, index, _ = body_op.args
-            over_r = bool(sympy.sympify(index).free_symbols & r_vars)
-            writes.append(_dep(name, index, xs + rs if over_r else xs))
-        elif kind(body_op) == "load":
-            src, index = body_op.args[:2]
-            reads.append((src, _dep(src.name, index, xs + rs)))
-    met, unmet = split_reads(reads)
+        if isinstance(body_op, Store):
+            over_r = bool(sympy.sympify(body_op.index).free_symbols & r_vars)
+            writes.append(_dep(body_op.buffer, body_op.index, xs + rs if over_r else xs))
+        elif isinstance(body_op, Load):
+            src = body_op.source
+            loads.append((src, _dep(src, body_op.index, xs + rs)))
+    met, unmet = split_reads(loads)
     return {"writes": writes, "unmet": unmet, "met": met}
 
 
-def set_node_deps(op: Operation) -> None:
+def set_node_deps(op: Node) -> None:
     """Recompute a node's deps and put its attributes in their printed order."""
     attrs = {**op.attrs, **node_deps(op)}
     op.attrs = {k: attrs[k] for k in NODE_ATTRS} | {
@@ -141,11 +175,11 @@ def merge_dims(indexes: list[IntLike], dims: list[Dim]) -> tuple[list[IntLike], 
 def normalize_dep(dep: Dep) -> Dep:
     """Inductor's normalized MemoryDep: contiguous dims merged, variables renamed c0, c1, ...,
     trailing variables the index does not use dropped."""
-    name, index, ranges = dep
+    buffer, index, ranges = dep
     (index,), dims = merge_dims([index], [(sym(k), s) for k, s in ranges.items()])
     names = [sym(f"c{k}") for k in range(len(dims))]
     index = substitute(index, {v: c for (v, _), c in zip(dims, names)})
     used = sympy.sympify(index).free_symbols
     while dims and names[len(dims) - 1] not in used:
         dims.pop()
-    return (name, index, {str(c): s for c, (_, s) in zip(names, dims)})
+    return (buffer, index, {str(c): s for c, (_, s) in zip(names, dims)})

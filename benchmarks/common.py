@@ -1,0 +1,70 @@
+"""What both benchmark drivers (`benchmarks.run`, `benchmarks.models`) share: how an error and a
+fallback to eager are reported, how names are read from the command line, fresh compile caches."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+
+# The on-disk compile caches, by environment variable, and their folders under `fresh_caches`.
+CACHE_DIRS = {
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "TRITON_CACHE_DIR": "triton",
+    "MIND_CACHE_DIR": "mind",
+}
+# Warnings by which a backend says it ran (part of) the program eagerly instead of compiling it.
+FALLBACK_WARNINGS = ("MindFallbackWarning",)
+
+
+def headline(text: str) -> str:
+    """A message's first line, for a table note (the JSON keeps the traceback); a first line that
+    ends in ':' (`BackendCompilerFailed: backend='mind' raised:`, mind's `KernelError: Triton
+    failed on kernel ...:`) gets the next one too, which says what went wrong underneath."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines[:2] if len(lines) > 1 and lines[0].endswith(":") else lines[:1])[:500]
+
+
+def describe(e: BaseException) -> str:
+    """The exception's type and headline."""
+    return f"{type(e).__name__}: {headline(str(e))}"[:500]
+
+
+@contextlib.contextmanager
+def catch_fallbacks(into: list[str]) -> Iterator[None]:
+    """Appends to `into` the headline of every fallback warning raised inside, once each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        line = headline(str(w.message))
+        if w.category.__name__ in FALLBACK_WARNINGS and line not in into:
+            into.append(line)
+
+
+def names_arg(choices: tuple[str, ...] | list[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list of names from `choices`."""
+
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        bad = [n for n in names if n not in choices]
+        if bad:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(bad)}; choose from {', '.join(choices)}"
+            )
+        return names
+
+    return parse
+
+
+def fresh_caches(folder: str | None = None) -> str:
+    """Point Inductor's, Triton's and mind's on-disk caches at a new folder (`folder`, or a new
+    temporary one) unless the caller chose them, so first-call times are cold compiles, not cache
+    hits from an earlier run. Returns Inductor's."""
+    folder = folder or tempfile.mkdtemp(prefix="mind-bench-")
+    for var, sub in CACHE_DIRS.items():
+        os.environ.setdefault(var, os.path.join(folder, sub))
+    return os.environ["TORCHINDUCTOR_CACHE_DIR"]

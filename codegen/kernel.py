@@ -1,0 +1,384 @@
+"""The kernel builder every strategy shares: one `triton.kernel` for one `scheduled.node`, laid
+out by a Tiling. It makes the signature (input and output pointers, numels, size symbols), the
+program's index blocks and masks, and translates body ops into block ops; a strategy
+(codegen/pointwise.py, persistent.py, looped.py) decides how the body's reductions and stores
+are arranged around them.
+
+Every body value is a block: x-only values are [XBLOCK, 1], values that vary along r are
+[XBLOCK, R0_BLOCK]. Symbolic sizes: each size symbol is an int argument named by the symbol,
+after the numels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import sympy
+from mind.dialects.loops import CheckIndex, Load
+from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.dialects.scheduled import Node
+from mind.dialects.triton import (
+    DeviceAssert,
+    block_dim,
+    broadcast_shapes,
+    dtype_of,
+    ptr_dtype,
+    ptr_type,
+    shape_of,
+)
+from mind.ir import dtypes as dt
+from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.diagnostics import MindError
+from mind.ir.symbols import as_int_like, sym
+from mind.ir.types import ScalarType, TensorType
+
+from .phases import Phases
+from .tiling import Group, Tiling, size_symbols
+
+if TYPE_CHECKING:
+    from .plan import Strategy
+
+
+@dataclass
+class Scope:
+    """What one block of the kernel sees: translated body values, index vars, masks."""
+
+    block: Block
+    values: dict[Value, Value] = field(default_factory=dict)
+    vars: dict[str, Value] = field(default_factory=dict)
+    indices: dict[str, Value] = field(default_factory=dict)
+    masks: dict[frozenset, Value] = field(default_factory=dict)
+
+    def child(self, block: Block) -> Scope:
+        return Scope(
+            block, dict(self.values), dict(self.vars), dict(self.indices), dict(self.masks)
+        )
+
+
+class KernelBuilder:
+    """Builds the kernel `name` of kind `kind` for `node`; `buffers` maps the node's inputs and
+    results to the wrapper's values, which the launch passes (`launch_args`)."""
+
+    def __init__(
+        self, node: Node, tiling: Tiling, kind: str, name: str, buffers: dict[Value, Value]
+    ):
+        self.node, self.tiling = node, tiling
+        self.phases = Phases(node)
+        self.counter = 0
+        self.eviction: str | None = None  # the cache policy of loads in the loop being built
+        self.value_groups: dict[Value, frozenset[Group]] = {}
+        self.subs: dict[sympy.Symbol, sympy.Expr] = {}
+        self._name_vars()
+        args, self.launch_args, self.ptrs = self._signature(buffers)
+        attrs = {
+            "kind": kind,
+            "constexprs": dict(tiling.config.blocks),
+            "num_warps": tiling.config.num_warps,
+            "num_stages": tiling.config.num_stages,
+            "origins": list(node.origins or []),
+        }
+        self.kernel = Operation(
+            "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))]
+        )
+        named = {a.name: a for a in args}
+        self.numels = {g.prefix: named[f"{g.prefix}numel"] for g in tiling.groups}
+
+    def build(self, strategy: Strategy) -> Operation:
+        """The program's index blocks on the grid axes, then the strategy's body."""
+        top = Scope(self.kernel.body, vars=dict(self.sizes))
+        for group in self.tiling.groups:
+            if group.pid_axis is not None:
+                self.program_group(top, group)
+        strategy.body(self, top)
+        return self.kernel
+
+    # -- naming and signature --------------------------------------------------------------
+    def _name_vars(self) -> None:
+        n = 0
+        for group in self.tiling.groups:
+            for dim, size in zip(group.dims, group.sizes):
+                if size == 1:
+                    self.subs[sym(f"p{dim}")] = sympy.Integer(0)
+                    continue
+                name = f"{group.prefix}{n}"
+                self.subs[sym(f"p{dim}")] = sym(name)
+                n += 1
+
+    def _signature(self, buffers: dict[Value, Value]):
+        loads = [op.source for op in self.node.body.ops if isinstance(op, Load)]
+        inputs = list(dict.fromkeys(loads))
+        args, launch, ptrs = [], [], {}
+        for i, value in enumerate(inputs):
+            ptrs[value] = Value(f"in_ptr{i}", ptr_type(value.type.dtype))
+            args.append(ptrs[value])
+            launch.append(buffers[value])
+        for i, result in enumerate(self.node.results):
+            ptrs[result] = Value(f"out_ptr{i}", ptr_type(result.type.dtype))
+            args.append(ptrs[result])
+            launch.append(buffers[result])
+        idt = ScalarType(self.tiling.index_dtype)
+        for group in self.tiling.groups:
+            args.append(Value(f"{group.prefix}numel", idt))
+            launch.append(group.numel)
+        self.sizes = {s.name: Value(s.name, idt) for s in size_symbols(self.node)}
+        args += self.sizes.values()
+        launch += [sym(name) for name in self.sizes]
+        return args, launch, ptrs
+
+    # -- emission helpers ------------------------------------------------------------------
+    def emit(self, scope: Scope, name: str, args, dtype, shape, attrs=None, result=None) -> Value:
+        if result is None:
+            result, self.counter = f"tmp{self.counter}", self.counter + 1
+        op = Operation(f"triton.{name}", args, attrs, [TensorType(dtype, tuple(shape))], [result])
+        return scope.block.append(op).result
+
+    def emit_op(self, scope: Scope, name: str, args: list[Value], dtype, attrs=None) -> Value:
+        """An elementwise op; its result varies along the groups its operands vary along."""
+        shape = broadcast_shapes([shape_of(a) for a in args])
+        return self.track(self.emit(scope, name, args, dtype, shape, attrs), dict(enumerate(args)))
+
+    def index(self, scope: Scope, expr, indirect=(), dtype=None) -> Value:
+        """A flat index over p vars as a `triton.index` over this scope's vars (reused when the
+        same expression was built in this scope)."""
+        expr = sympy.sympify(expr).subs(self.subs)
+        binds = {}
+        for s in sorted(expr.free_symbols, key=str):
+            if s.name in scope.vars:
+                binds[s.name] = scope.vars[s.name]
+            elif (
+                s.name.startswith("i") and s.name[1:].isdigit() and int(s.name[1:]) < len(indirect)
+            ):
+                binds[s.name] = scope.values[indirect[int(s.name[1:])]]
+            else:
+                raise MindError(f"index uses unknown symbol '{s}'", self.node.loc)
+        wide = self.tiling.index_dtype == dt.i64 or any(
+            dtype_of(v) == dt.i64 for v in binds.values()
+        )
+        dtype = dtype or (dt.i64 if wide else dt.i32)
+        if expr.is_Symbol and dtype_of(binds[expr.name]) == dtype:
+            return binds[expr.name]
+        key = (expr, dtype, tuple(binds.items()))
+        if key not in scope.indices:
+            shape = broadcast_shapes([shape_of(v) for v in binds.values()])
+            value = self.emit(scope, "index", [as_int_like(expr), binds], dtype, shape)
+            scope.indices[key] = self.track(value, binds)
+        return scope.indices[key]
+
+    def mask(self, scope: Scope, groups) -> Value | None:
+        groups = frozenset(g.prefix for g in groups if g.masked)
+        if not groups:
+            return None
+        if groups not in scope.masks:
+            parts = [scope.indices[f"{p}mask"] for p in sorted(groups, reverse=True)]
+            value = parts[0]
+            for part in parts[1:]:
+                value = self.emit_op(scope, "logical_and", [value, part], dt.b8)
+            scope.masks[groups] = value
+        return scope.masks[groups]
+
+    def groups_of(self, value: Value) -> frozenset[Group]:
+        """The groups an index value varies along."""
+        return self.value_groups.get(value, frozenset())
+
+    def track(self, value: Value, binds: dict[str, Value]) -> Value:
+        self.value_groups[value] = frozenset().union(*(self.groups_of(v) for v in binds.values()))
+        return value
+
+    def full(self, scope: Scope, value, dtype, shape) -> Value:
+        return self.emit(scope, "full", [value], dtype, shape)
+
+    # -- index groups ------------------------------------------------------------------------
+    def bind(
+        self, scope: Scope, expr: sympy.Expr, values: list[Value], shape, result: str
+    ) -> Value:
+        """A `triton.index` over named values: the symbols of `expr` are the values' names, or
+        size arguments."""
+        names = {v.name: v for v in values}
+        names |= {s.name: self.sizes[s.name] for s in expr.free_symbols if s.name in self.sizes}
+        value = self.emit(
+            scope, "index", [expr, names], self.tiling.index_dtype, shape, result=result
+        )
+        return self.track(value, names)
+
+    def group_index(self, scope: Scope, group: Group, offset: Value | None, base: Value) -> None:
+        """xindex = xoffset + xbase, xmask, and the p vars it decomposes into (x0, x1, ...)."""
+        p = group.prefix
+        parts = [base] if offset is None else [offset, base]
+        index = self.bind(scope, sum(sym(v.name) for v in parts), parts, group.shape, f"{p}index")
+        self.value_groups[index] = frozenset([group])
+        scope.indices[f"{p}index"] = index
+        if group.masked:
+            mask = self.emit(
+                scope, "lt", [index, self.numels[p]], dt.b8, group.shape, result=f"{p}mask"
+            )
+            scope.indices[f"{p}mask"] = mask
+        stride = group.numel
+        for dim, size in zip(group.dims, group.sizes):
+            stride = as_int_like(sympy.sympify(stride) / size)
+            var = self.subs[sym(f"p{dim}")]
+            if size == 1:
+                continue
+            expr = sym(index.name) if stride == 1 else sympy.floor(sym(index.name) / stride)
+            if stride * size != group.numel:
+                expr = sympy.Mod(expr, size)
+            scope.vars[var.name] = self.bind(scope, expr, [index], group.shape, var.name)
+
+    def program_group(self, scope: Scope, group: Group) -> None:
+        idt = self.tiling.index_dtype
+        pid = self.emit(scope, "program_id", [group.pid_axis], idt, (), result=f"{group.prefix}pid")
+        offset = self.bind(
+            scope, block_dim(group.block) * sym(pid.name), [pid], (), f"{group.prefix}offset"
+        )
+        self.group_index(scope, group, offset, self.base(scope, group))
+
+    def base(self, scope: Scope, group: Group) -> Value:
+        block = block_dim(group.block)
+        ar = self.emit(scope, "arange", [0, block], dt.i32, (block,))
+        if group.rank == 1:
+            return ar
+        return self.emit(
+            scope,
+            "expand_dims",
+            [ar, 1 - group.axis],
+            dt.i32,
+            group.shape,
+            result=f"{group.prefix}base",
+        )
+
+    def translate(self, scope: Scope, op: Operation) -> None:
+        handler = getattr(self, f"on_{op.kind}", None)
+        if handler is not None:
+            handler(scope, op)
+            return
+        args = [scope.values[a] for a in op.operands]
+        if SCALAR_OPS[op.kind].divides and not dtype_of(args[1]).is_floating_point:
+            self.check_divisor(scope, args[1])
+        scope.values[op.result] = self.emit_op(scope, op.kind, args, op.result.type.dtype)
+
+    def check_divisor(self, scope: Scope, divisor: Value) -> None:
+        """Integer division by zero raises in eager on CPU (CUDA returns a number, and so does
+        a CUDA kernel): on CPU, where Inductor's kernels throw too, the kernel asserts."""
+        device = self.node.device
+        if device is not None and device.type == "cpu":
+            zero = self.full(scope, 0, dtype_of(divisor), (1,) * self.tiling.groups[0].rank)
+            nonzero = self.emit_op(scope, "ne", [divisor, zero], dt.b8)
+            self.device_assert(scope, nonzero, "ZeroDivisionError")
+
+    def on_load(self, scope: Scope, op: Operation) -> None:
+        src = op.source
+        offset = self.index(scope, op.index, op.indirect or ())
+        mask = self.mask(scope, self.groups_of(offset))
+        attrs = {}
+        if op.mask is not None:
+            body_mask = scope.values[op.mask]
+            mask = (
+                body_mask
+                if mask is None
+                else self.emit_op(scope, "logical_and", [body_mask, mask], dt.b8)
+            )
+        if mask is not None:
+            attrs["mask"] = mask
+            if op.other is not None:
+                attrs["other"] = op.other
+        if self.eviction is not None:
+            attrs["eviction_policy"] = self.eviction
+        if not shape_of(offset):  # one element (a 0-d input): loaded as a block, as Inductor does
+            offset = self.block_offset(scope, op.index, offset, (1,) * self.tiling.groups[0].rank)
+        shape = broadcast_shapes(
+            [shape_of(offset)] + ([shape_of(mask)] if mask is not None else [])
+        )
+        loaded = self.emit(scope, "load", [self.ptrs[src], offset], src.type.dtype, shape, attrs)
+        # a loaded value varies along its offset's groups: an index read from it (a gather)
+        # needs their masks too, or masked-off lanes read through a garbage index
+        scope.values[op.result] = self.track(loaded, {"offset": offset})
+
+    def on_store(self, scope: Scope, op: Operation) -> None:
+        index = op.index
+        ptr = self.ptrs[op.buffer]
+        v = scope.values[op.value]
+        if dtype_of(v) != ptr_dtype(ptr.type):
+            v = self.emit(scope, "cast", [v], ptr_dtype(ptr.type), shape_of(v))
+        offset = self.index(scope, index)
+        if shape_of(v) and not shape_of(offset):  # one location written from a block (xnumel 1)
+            offset = self.block_offset(scope, index, offset, shape_of(v))
+        mask = self.mask(scope, self.groups_of(offset))
+        op = Operation("triton.store", [ptr, offset, v], {"mask": mask} if mask is not None else {})
+        scope.block.append(op)
+
+    def block_offset(self, scope: Scope, index, offset: Value, shape: tuple) -> Value:
+        """A scalar offset as a block of `shape` (the interpreter cannot mix 0-d and blocks)."""
+        expr = sympy.sympify(index).subs(self.subs)
+        kind, arg = ("full", as_int_like(expr)) if expr.is_Integer else ("broadcast_to", offset)
+        return self.emit(scope, kind, [arg], dtype_of(offset), shape)
+
+    def on_check_index(self, scope: Scope, op: CheckIndex) -> None:
+        """`0 <= index < bound` as a device assert over the lanes in range, as Inductor emits."""
+        index, bound = scope.values[op.index], scope.values[op.bound]
+        zero = self.full(scope, 0, dtype_of(index), (1,) * self.tiling.groups[0].rank)
+        above = self.emit_op(scope, "ge", [index, zero], dt.b8)
+        below = self.emit_op(scope, "lt", [index, bound], dt.b8)
+        ok = self.emit_op(scope, "logical_and", [above, below], dt.b8)
+        self.device_assert(scope, ok, "index out of bounds")
+        scope.values[op.result] = index
+
+    def device_assert(self, scope: Scope, ok: Value, message: str) -> None:
+        """Assert `ok` on the lanes in range (the masks of this scope)."""
+        lanes = [g for g in self.tiling.groups if f"{g.prefix}mask" in scope.indices]
+        mask = self.mask(scope, lanes)
+        scope.block.append(
+            DeviceAssert.build("triton.device_assert", ok=ok, msg=message, mask=mask)
+        )
+
+    def on_constant(self, scope: Scope, op: Operation) -> None:
+        shape = (1,) * self.tiling.groups[0].rank
+        scope.values[op.result] = self.full(scope, op.value, op.result.type.dtype, shape)
+
+    def on_index(self, scope: Scope, op: Operation) -> None:
+        scope.values[op.result] = self.index(scope, op.index, dtype=op.result.type.dtype)
+
+    def on_cast(self, scope: Scope, op: Operation) -> None:
+        v = scope.values[op.x]
+        scope.values[op.result] = self.emit(scope, "cast", [v], op.result.type.dtype, shape_of(v))
+
+    # -- reductions --------------------------------------------------------------------------
+    def masked_input(self, scope: Scope, value: Value, neutral, dtype) -> Value:
+        """`value` as a full block of `dtype` whose masked lanes hold `neutral`, as a reduction
+        takes it (the neutral value leaves the reduction unchanged)."""
+        full = self.tiling.full_shape
+        v = value
+        if dtype_of(v) != dtype:
+            v = self.emit(scope, "cast", [v], dtype, shape_of(v))
+        if tuple(shape_of(v)) != full:
+            v = self.emit(scope, "broadcast_to", [v], dtype, full)
+        mask = self.mask(scope, self.tiling.groups)
+        if mask is None:
+            return v
+        other = self.full(scope, neutral, dtype, (1,) * len(full))
+        return self.emit_op(scope, "where", [mask, v, other], dtype)
+
+    def r_index(self, scope: Scope) -> Value:
+        """The position along r, as i64 (what argmax/argmin give)."""
+        index = scope.indices["r0_index"]
+        return (
+            index
+            if dtype_of(index) == dt.i64
+            else self.emit(scope, "cast", [index], dt.i64, shape_of(index))
+        )
+
+    def recompute(self, scope: Scope, value: Value) -> Value:
+        """`value` computed again along r from its loads (registers hold a row only as long as a
+        reduction needs it): the ops that make it are translated anew, index math and masks
+        reused."""
+        again = self.phases.closure([self.phases.defs[value]])
+        fresh = {r for op in again for r in op.results}
+        redo = Scope(
+            scope.block,
+            {k: v for k, v in scope.values.items() if k not in fresh},
+            scope.vars,
+            scope.indices,
+            scope.masks,
+        )
+        for op in again:
+            self.translate(redo, op)
+        return redo.values[value]

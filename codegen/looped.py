@@ -1,0 +1,84 @@
+"""The looped-reduction strategy: a row too long for registers is reduced block by block, in an
+r-loop per phase that reads along r (see phases.py): accumulators are carried through the loop
+and reduced across the block after it, and the loop recomputes the loads it needs (softmax
+without the online_softmax rewrite: max, then sum of exp, then the normalized store).
+
+Rows read again by a later loop stay in L2 (`evict_last`); the last loop streams through
+(`evict_first`). A symbolic r size runs the loop up to the r0_numel argument.
+"""
+
+from __future__ import annotations
+
+from mind.dialects.scheduled import Node, Reduction
+from mind.dialects.triton import For, Yield, block_dim
+from mind.ir.core import Block, Region, Value
+from mind.ir.types import ScalarType
+
+from .accumulators import accumulator
+from .heuristics import looped_config
+from .kernel import KernelBuilder, Scope
+from .plan import Options, Strategy
+from .tiling import Tiling, reduction_tiling
+
+
+class Looped(Strategy):
+    name, prefix = "reduction", "red"
+
+    def applies(self, node: Node, options: Options) -> bool:
+        return bool(node.sizes[1])
+
+    def tiling(self, node: Node, options: Options) -> Tiling:
+        return reduction_tiling(
+            node, lambda x, r, inner: looped_config(x, r, inner, options.max_r_block)
+        )
+
+    def body(self, b: KernelBuilder, top: Scope) -> None:
+        rbase = b.base(top, b.tiling.rgroup)
+        phases = b.phases
+        looped = [k for k in range(phases.count) if any(phases.r_work(k))]
+        for k in range(phases.count):
+            for op in phases.x_ops(k):
+                b.translate(top, op)
+            reductions, stores = phases.r_work(k)
+            if not reductions and not stores:
+                continue
+            last = k == looped[-1]
+            b.eviction = None if len(looped) == 1 else ("evict_first" if last else "evict_last")
+            r_loop(b, top, rbase, reductions, stores)
+            b.eviction = None
+
+
+def r_loop(b: KernelBuilder, top: Scope, rbase: Value, reductions: list[Reduction], stores):
+    """One r-loop: the reductions' accumulators carried along r, then reduced across the block."""
+    carried_by = [(op, accumulator(op).init(b, top, op)) for op in reductions]
+    inits = [v for _, vs in carried_by for v in vs]
+    block = Block([Value("r0_offset", ScalarType(b.tiling.index_dtype))])
+    carried = [block.add_arg(Value(f"_acc{i}", v.type)) for i, v in enumerate(inits)]
+    # a static trip count as Inductor writes it; a symbolic one runs to the r0_numel argument
+    rnumel = b.tiling.rgroup.numel
+    stop = rnumel if isinstance(rnumel, int) else b.numels["r0_"]
+    loop = For.build(
+        "triton.for",
+        range=(0, stop, block_dim("R0_BLOCK")),
+        init=inits,
+        results=[v.type for v in inits],
+        names=[f"tmp{b.counter + i}" for i in range(len(inits))],
+        regions=[Region(block)],
+    )
+    b.counter += len(inits)
+    inner = top.child(block)
+    b.group_index(inner, b.tiling.rgroup, block.args[0], rbase)
+    for op in b.phases.closure(reductions + stores):
+        if not isinstance(op, Reduction) and not (op.results and op.results[0] in top.values):
+            b.translate(inner, op)
+    mask, nexts, start = b.mask(inner, b.tiling.groups), [], 0
+    for op, vs in carried_by:
+        nexts += accumulator(op).step(b, inner, op, carried[start : start + len(vs)], mask)
+        start += len(vs)
+    block.append(Yield.build("triton.yield", values=nexts))
+    top.block.append(loop)
+    start = 0
+    for op, vs in carried_by:
+        out = loop.results[start : start + len(vs)]
+        top.values.update(zip(op.results, accumulator(op).finish(b, top, op, out)))
+        start += len(vs)

@@ -1,0 +1,39 @@
+"""The persistent-reduction strategy: a row that fits (at most `persistent-max` elements) is
+reduced in registers, R0_BLOCK covering it whole. The body's phases (work that depends on k
+earlier reductions, see phases.py) run one after the other; what varies along r is recomputed
+in each phase that needs it."""
+
+from __future__ import annotations
+
+from mind.dialects.scheduled import Node, Reduction
+
+from .accumulators import accumulator
+from .heuristics import persistent_config
+from .kernel import KernelBuilder, Scope
+from .plan import Options, Strategy
+from .tiling import Tiling, reduction_tiling, row_size
+
+
+class Persistent(Strategy):
+    name, prefix = "persistent_reduction", "per"
+
+    def applies(self, node: Node, options: Options) -> bool:
+        return bool(node.sizes[1]) and row_size(node) <= options.persistent_max
+
+    def tiling(self, node: Node, options: Options) -> Tiling:
+        return reduction_tiling(node, persistent_config)
+
+    def body(self, b: KernelBuilder, top: Scope) -> None:
+        rgroup = b.tiling.rgroup
+        b.group_index(top, rgroup, None, b.base(top, rgroup))
+        for k in range(b.phases.count):
+            for op in b.phases.x_ops(k):
+                b.translate(top, op)
+            reductions, stores = b.phases.r_work(k)
+            for op in b.phases.closure(reductions + stores):
+                if op.results and op.results[0] in top.values:
+                    continue
+                if isinstance(op, Reduction):
+                    top.values.update(zip(op.results, accumulator(op).rows(b, top, op)))
+                else:
+                    b.translate(top, op)

@@ -1,0 +1,25 @@
+"""The pointwise strategy: a node without reductions, one element per lane (1-D, or a 2-D tile
+for transposed accesses, see tiling.py)."""
+
+from __future__ import annotations
+
+from mind.dialects.scheduled import Node
+
+from .kernel import KernelBuilder, Scope
+from .plan import Options, Strategy
+from .tiling import Tiling, pointwise_tiling
+
+
+class Pointwise(Strategy):
+    name, prefix = "pointwise", "poi"
+
+    def applies(self, node: Node, options: Options) -> bool:
+        return not node.sizes[1]
+
+    def tiling(self, node: Node, options: Options) -> Tiling:
+        return pointwise_tiling(node)
+
+    def body(self, b: KernelBuilder, top: Scope) -> None:
+        for k in range(b.phases.count):
+            for op in b.phases.x_ops(k):
+                b.translate(top, op)

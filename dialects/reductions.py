@@ -1,0 +1,108 @@
+"""Reduction kinds: one table, one row per kind, read by the lowering (what a body yields), the
+verifiers (kinds and dtypes), the evaluator (the torch reference), the kernel builder (neutral
+value, combine op, accumulator dtype) and the Triton emitter (the template of `triton.reduce`).
+
+Four families share the table: plain kinds fold values with a scalar op (sum, prod, max, min);
+logical kinds fold b8 (any, all); index kinds find the position of the best value (argmax,
+argmin: the result is i64, the accumulator a (value, index) pair); `online_softmax` gives a
+row's max and its sum of exp(v - max) at once (two results: the scheduled dialect's rewrite of
+softmax, passes/online_softmax.py, as Inductor's online_softmax_reduce).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mind.ir import dtypes as dt
+from mind.ir.dtypes import DType
+
+
+@dataclass(frozen=True)
+class Reduction:
+    name: str
+    #: the scalar op that folds one more value into an accumulator (for index kinds, the one
+    #: that picks the better value: `maximum` for argmax)
+    combine: str
+    #: the neutral element: "zero", "one", "lowest" or "highest" of the accumulator dtype
+    neutral_of: str
+    #: the torch.Tensor method reducing the last dim (the evaluator's reference)
+    torch: str
+    #: Python for `triton.reduce(value, axis)` over {v}, {axis}, {dt}; for index kinds the
+    #: triton_helpers function of `triton.reduce_index`
+    triton: str
+    #: "plain", "logical" (reads and accumulates b8), "index" (yields the position, i64) or
+    #: "online_softmax"
+    family: str = "plain"
+    #: f16/bf16 accumulate in f32, as eager's kernels do
+    upcast: bool = False
+    #: how many values it gives
+    results: int = 1
+    #: reducing no element gives the neutral value (eager's sum 0, prod 1, any False, all
+    #: True); for the others (max, min, the index kinds) eager raises
+    empty_is_neutral: bool = False
+
+    @property
+    def is_index(self) -> bool:
+        return self.family == "index"
+
+    @property
+    def is_logical(self) -> bool:
+        return self.family == "logical"
+
+    def yield_dtype(self, result: DType) -> DType | None:
+        """What a loops reduction body yields for a result of `result` dtype: b8 for logical
+        kinds, the value as is (None: any dtype) for index kinds, the result dtype otherwise."""
+        if self.is_logical:
+            return dt.b8
+        return None if self.is_index else result
+
+    def accumulator(self, value: DType, result: DType) -> DType:
+        """The dtype a kernel accumulates in, given the reduced value's and the result's: sums
+        and products of f16/bf16 in f32 (as Inductor does: a bf16 running sum loses a row's
+        small terms), the result cast back once."""
+        if self.is_logical:
+            return dt.b8
+        if self.is_index:
+            return value
+        return dt.upcast(result) if self.upcast else result
+
+    def neutral(self, dtype: DType) -> float | int | bool:
+        """The value a masked lane contributes: it leaves the reduction unchanged."""
+        if dtype == dt.b8:
+            return self.neutral_of in ("one", "highest")
+        table = {"zero": 0, "one": 1, "lowest": dt.lowest(dtype), "highest": dt.highest(dtype)}
+        return dt.literal(table[self.neutral_of], dtype)
+
+
+REDUCTIONS: dict[str, Reduction] = {
+    r.name: r
+    for r in (
+        Reduction("sum", "add", "zero", "sum", "tl.sum({v}, {axis}, keep_dims=True).to({dt})",
+                  upcast=True, empty_is_neutral=True),
+        Reduction("prod", "mul", "one", "prod", "triton_helpers.prod({v}, {axis}).to({dt})",
+                  upcast=True, empty_is_neutral=True),
+        # NaN wins, as in torch (tl.max/tl.min drop it): Inductor's max2/min2 reduce the same way
+        Reduction("max", "maximum", "lowest", "amax",
+                  "tl.reduce({v}, {axis}, triton_helpers.maximum, keep_dims=True)"),
+        Reduction("min", "minimum", "highest", "amin",
+                  "tl.reduce({v}, {axis}, triton_helpers.minimum, keep_dims=True)"),
+        Reduction("argmax", "maximum", "lowest", "argmax", "argmax", family="index"),
+        Reduction("argmin", "minimum", "highest", "argmin", "argmin", family="index"),
+        Reduction("any", "logical_or", "zero", "any",
+                  "tl.max({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical",
+                  empty_is_neutral=True),
+        Reduction("all", "logical_and", "one", "all",
+                  "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical",
+                  empty_is_neutral=True),
+        Reduction("online_softmax", "maximum", "lowest", "amax", "", family="online_softmax",
+                  results=2),
+    )
+}  # fmt: skip
+
+#: every kind's name, in table order
+KINDS = tuple(REDUCTIONS)
+#: the kinds that give one value: what loops reductions and triton reduce ops perform
+SINGLE_KINDS = tuple(k for k, r in REDUCTIONS.items() if r.results == 1)
+#: what `triton.reduce` performs along an axis, and what `triton.reduce_index` does
+REDUCE_KINDS = tuple(k for k in SINGLE_KINDS if not REDUCTIONS[k].is_index)
+INDEX_KINDS = tuple(k for k in SINGLE_KINDS if REDUCTIONS[k].is_index)

@@ -1,0 +1,71 @@
+"""A reference interpreter for the scheduled dialect: runs a `scheduled.graph` on tensors, the
+ground truth that schedule, fuse, merge-loops and online-softmax are checked against.
+
+A node's body runs over its whole iteration at once, its loop variables broadcastable aranges
+(as the loops interpreter runs a body): `reduction` reduces the r dims, leaving one value per x
+position, and `store` scatters into the node's buffers at their flat offsets. Calls, constants
+and reinterprets run as in the loops interpreter.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from mind.dialects.reductions import REDUCTIONS
+from mind.dialects.scheduled import Node, Reduction, Store
+from mind.dialects.torch_types import to_torch
+from mind.ir.core import Operation
+
+from .loops import MEMORY_OPS, Body, Env, flat_memory, grid, index_value, reduce_last, run_graph
+
+
+class NodeBody(Body):
+    """A scheduler node's body over its x and r loops."""
+
+    def __init__(self, env: Env, xs: list[int], rs: list[int]):
+        super().__init__(env, grid(xs + rs))
+        self.xs, self.rs = xs, rs
+
+    def reduction(self, op: Reduction) -> None:
+        xs, rs = self.xs, self.rs
+        x = torch.broadcast_to(self.values[op.value], xs + rs).reshape(*xs, math.prod(rs))
+        dtype = op.results[0].type.dtype
+        if REDUCTIONS[op.reduction_type].family == "online_softmax":
+            top = reduce_last("max", x, dtype)
+            lanes = torch.where(top[..., None] == float("-inf"), 0.0, (x - top[..., None]).exp())
+            out = [top, reduce_last("sum", lanes, dtype)]
+        else:
+            out = [reduce_last(op.reduction_type, x, dtype)]
+        for result, value in zip(op.results, out):
+            self.values[result] = value.reshape(*xs, *[1] * len(rs))
+
+    def store(self, op: Store) -> None:
+        target = self.env[op.buffer]
+        index, value = torch.broadcast_tensors(
+            torch.as_tensor(index_value(op.index, self.grid)), self.values[op.value]
+        )
+        flat_memory(target)[index.reshape(-1)] = value.reshape(-1).to(target.dtype)
+
+
+NodeBody.OPS = {**Body.OPS, "reduction": NodeBody.reduction, "store": NodeBody.store}
+
+
+def _node(op: Node, env: Env) -> list[torch.Tensor]:
+    xs, rs = ([int(s) for s in sizes] for sizes in op.sizes)
+    buffers = {
+        r: torch.empty_strided(r.type.shape, r.type.strides, dtype=to_torch(r.type.dtype))
+        for r in op.results
+    }
+    body = NodeBody({**env, **buffers}, xs, rs)
+    for inner in op.body.ops:
+        body.eval(inner)
+    return list(buffers.values())
+
+
+NODES = {"node": _node, **MEMORY_OPS}
+
+
+def evaluate(graph_op: Operation, inputs: list[torch.Tensor]) -> list:
+    """Run a `scheduled.graph` on `inputs`; the values of its `scheduled.output`, in order."""
+    return run_graph(graph_op, inputs, NODES)

@@ -1,0 +1,199 @@
+"""CUDA graphs for compiled graphs (`mode="reduce-overhead"`, `options={"cudagraphs": True}`).
+
+A compiled graph's call runs once as a warm-up, then is recorded with torch's own machinery
+(`torch.cuda.CUDAGraph` into a private memory pool) and replayed: one replay instead of every
+launch, allocation and ATen call of the wrapper.
+
+Inputs: parameters, buffers and tensors that live in a recording's memory (the outputs of an
+earlier graph, such as the activations a forward saved for its backward) are read where they
+are, so the recording is bound to their addresses; every other input is copied into storage the
+recording owns before each replay. A call whose bound inputs moved uses another recording of
+the same shape, or records one.
+
+Outputs, the rule: an output a caller still holds is never overwritten. Each replay hands out
+fresh tensors over the recording's output memory; while any of them (or a view of one) is alive,
+that recording is busy, and a call replays another recording of the same shape, recording one
+if there are fewer than `max_recordings`. Holding the outputs of several calls at once therefore
+costs the memory of several recordings, and holding more than `max_recordings` at once runs that
+call without CUDA graphs. An output that is an input (or a view of one) is that input.
+
+What cannot be recorded runs as compiled, without CUDA graphs: CPU tensors, host syncs and
+data-dependent shapes (refused before recording, or by a failed capture), and input shapes past
+`max_shapes`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from .launch import reinterpret_tensor
+
+Call = Callable[[list], Sequence]
+
+#: data pointers of the output storages of every recording: memory whose address stays put
+_RECORDED_STORAGES: set[int] = set()
+
+
+class MindCudaGraphWarning(UserWarning):
+    """A compiled graph runs without CUDA graphs although they were asked for."""
+
+
+def _extent(t: torch.Tensor) -> int:
+    return 0 if 0 in t.shape else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """The memory `t` spans, as a 1-d tensor: copying it copies `t` whatever its layout."""
+    return reinterpret_tensor(t, (_extent(t),), (1,), 0)
+
+
+@dataclass
+class Recording:
+    """One captured call: the graph, the arguments it reads, the outputs it writes."""
+
+    graph: torch.cuda.CUDAGraph
+    #: the inputs the capture read: bound ones as given, static copies of the others
+    args: list
+    copied: list[int]
+    #: per input, the data pointer the recording is bound to (None where it copies)
+    pointers: list[int | None]
+    bound: list[int]
+    #: per output: ("out", tensor, size, stride) or ("input", index, size, stride, offset)
+    outputs: list[tuple]
+    storages: list[StorageWeakRef] = field(default_factory=list)
+    baseline: list[int] = field(default_factory=list)
+
+    def busy(self) -> bool:
+        """Whether a caller still holds an output (or a view of one) of the last replay."""
+        return any(
+            torch._C._storage_Use_Count(ref.cdata) > count
+            for ref, count in zip(self.storages, self.baseline)
+        )
+
+    def matches(self, args: list) -> bool:
+        return torch._C._tensors_data_ptrs_at_indices_equal(args, self.pointers, self.bound)
+
+    def replay(self, args: list) -> list:
+        for i in self.copied:
+            _flat(self.args[i]).copy_(_flat(args[i]))
+        self.graph.replay()
+        return [_output(spec, args) for spec in self.outputs]
+
+
+def _output(spec: tuple, args: list):
+    if spec[0] == "out":
+        _, tensor, size, stride = spec
+        return reinterpret_tensor(tensor, size, stride, 0) if size is not None else tensor
+    _, index, size, stride, offset = spec
+    return reinterpret_tensor(args[index], size, stride, offset)
+
+
+class CudaGraphs:
+    """Replaces a compiled graph's `call(args)`: records per input shape, replays."""
+
+    def __init__(
+        self,
+        call: Call,
+        name: str,
+        static_inputs: set[int],
+        shape_key: Callable[[list], object],
+        max_shapes: int,
+        max_recordings: int,
+    ):
+        self.call, self.name = call, name
+        self.static_inputs = static_inputs
+        self.shape_key = shape_key
+        self.max_shapes, self.max_recordings = max_shapes, max_recordings
+        self.recordings: dict[object, list[Recording]] = {}
+        self.disabled: str | None = None
+
+    def __call__(self, args: list) -> Sequence:
+        if self.disabled is not None:
+            return self.call(args)
+        key = self.shape_key(args)
+        recordings = self.recordings.get(key)
+        if recordings is None:  # a new shape: warm up (allocators, cuBLAS) before recording
+            if len(self.recordings) >= self.max_shapes:
+                return self.call(args)
+            self.recordings[key] = []
+            return self.call(args)
+        for recording in recordings:
+            if not recording.busy() and recording.matches(args):
+                return recording.replay(args)
+        if len(recordings) >= self.max_recordings:
+            return self.call(args)
+        return self.record(recordings, args)
+
+    def disable(self, reason: str) -> None:
+        self.disabled = reason
+        warnings.warn(
+            f"mind: graph '{self.name}' runs without CUDA graphs: {reason}",
+            MindCudaGraphWarning,
+            stacklevel=3,
+        )
+
+    def record(self, recordings: list[Recording], args: list) -> Sequence:
+        reason = _unrecordable(args)
+        if reason is not None:
+            self.disable(reason)
+            return self.call(args)
+        bound = [i for i, a in enumerate(args) if self._binds(i, a)]
+        copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in bound]
+        captured = list(args)
+        for i in copied:
+            captured[i] = torch.empty_strided(
+                args[i].shape, args[i].stride(), dtype=args[i].dtype, device=args[i].device
+            )
+            _flat(captured[i]).copy_(_flat(args[i]))
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle()):
+                outputs = list(self.call(list(captured)))
+        except Exception as exc:  # a sync or a host read that capture refuses
+            self.disable(f"capture failed: {type(exc).__name__}: {exc}")
+            return self.call(args)
+        pointers = [args[i].data_ptr() if i in bound else None for i in range(len(args))]
+        specs = [_output_spec(out, captured) for out in outputs]
+        recording = Recording(graph, captured, copied, pointers, bound, specs)
+        owned = [o for o, spec in zip(outputs, specs) if spec[0] == "out" and spec[2] is not None]
+        recording.storages = [StorageWeakRef(out.untyped_storage()) for out in owned]
+        _RECORDED_STORAGES.update(out.untyped_storage().data_ptr() for out in owned)
+        del outputs, owned
+        recording.baseline = [torch._C._storage_Use_Count(ref.cdata) for ref in recording.storages]
+        recordings.append(recording)
+        return recording.replay(args)
+
+    def _binds(self, index: int, arg) -> bool:
+        """Whether the recording reads input `index` where it is rather than from a copy."""
+        if not isinstance(arg, torch.Tensor):
+            return False
+        return (
+            index in self.static_inputs
+            or isinstance(arg, torch.nn.Parameter)
+            or arg.untyped_storage().data_ptr() in _RECORDED_STORAGES
+        )
+
+
+def _output_spec(out, captured: list) -> tuple:
+    """How a replay returns this output: a fresh tensor over the recording's memory, or a view
+    of the input it aliases (the caller's own tensor, not the recording's copy of it)."""
+    if not isinstance(out, torch.Tensor):
+        return ("out", out, None, None)
+    storage = out.untyped_storage().data_ptr()
+    for i, arg in enumerate(captured):
+        if isinstance(arg, torch.Tensor) and arg.untyped_storage().data_ptr() == storage:
+            offset = out.storage_offset() - arg.storage_offset()
+            return ("input", i, tuple(out.shape), tuple(out.stride()), offset)
+    return ("out", out, tuple(out.shape), tuple(out.stride()))
+
+
+def _unrecordable(args: list) -> str | None:
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and arg.device.type != "cuda":
+            return f"an input is on {arg.device}"
+    return None

@@ -1,0 +1,201 @@
+"""Launching generated kernels with nothing recomputed per call.
+
+A generated module binds each kernel once, when it loads: `bind` compiles it for the arguments'
+types and alignment (Triton's `warmup`, with torch dtypes standing for pointers, as Triton's
+`MockTensor` does) and keeps the compiled kernel's launcher, function handle and packed
+metadata. A launch is then one call of Triton's launcher (`CompiledKernel.run`): no argument
+specialization, no cache key, no lookup. That is the level below `CompiledKernel[grid]`, whose
+runner passes only the arguments it is given while the launcher wants every kernel parameter,
+constexprs included, in signature order (mind's kernels put their constexprs last).
+
+What the specialization assumed must hold at run time: integer arguments that vary between
+calls are compiled unspecialized (`do_not_specialize` on the kernel), pointers that may be
+misaligned likewise (`do_not_specialize_on_alignment`), and graph inputs, which are assumed
+16-byte aligned, pass through `copy_if_misaligned` first (Inductor's rule: a misaligned input is
+copied, keeping its strides).
+
+The helpers the generated `call` uses (allocation, reinterpretation, the raw stream) are torch's
+C++ fast paths where this torch has them, the public functions otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from triton import knobs
+from triton.runtime.interpreter import InterpretedFunction
+
+from .errors import KernelError
+
+#: placeholder values that make Triton type an unspecialized integer argument i32 / i64
+I32, I64 = 3, 2**40
+#: the alignment Triton specializes pointers on
+ALIGNMENT = 16
+#: how a kernel with device asserts compiles (Inductor's options): debug, so that the asserts
+#: stay, without Triton's integer-overflow asserts, which eager never makes
+DEBUG_OPTIONS = {"debug": True, "sanitize_overflow": False}
+
+Launcher = Callable[..., None]
+
+
+@dataclass
+class Binding:
+    """A kernel to bind: the arguments of one `bind` call."""
+
+    kernel: Any
+    device: torch.device
+    signature: tuple
+    checked: tuple[int, ...]
+    constexprs: dict[str, Any]
+    options: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.kernel.__name__
+
+    def compile(self):
+        """Triton's compiled kernel for this signature (from Triton's cache when it has it)."""
+        names = [p.name for p in self.kernel.params]
+        if names[len(names) - len(self.constexprs) :] != list(self.constexprs):
+            raise KernelError(f"kernel '{self.name}' must take its constexprs last: {names}")
+        with torch.cuda.device(self.device):
+            compiled = self.kernel.warmup(*self.signature, grid=(1,), **self.options)
+            compiled.run  # noqa: B018  (loads the binary on this device now, not at first launch)
+        return compiled
+
+    def launcher(self) -> Launcher:
+        if isinstance(self.kernel, InterpretedFunction) or knobs.runtime.interpret:
+            return _jit_launcher(self.kernel, self.options)
+        compiled = self.compile()
+        if _hooked():  # a profiler listens to launches: Triton's own path tells it about each
+            return _jit_launcher(self.kernel, self.options)
+        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+        tail, checked = tuple(self.constexprs.values()), self.checked
+
+        def launch(gx: int, gy: int, gz: int, stream: int, *args) -> None:
+            run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
+
+        if not checked:
+            return launch
+        jit = _jit_launcher(self.kernel, self.options)
+
+        def launch_checked(gx: int, gy: int, gz: int, stream: int, *args) -> None:
+            for i in checked:
+                if args[i].data_ptr() % ALIGNMENT:
+                    return jit(gx, gy, gz, stream, *args)
+            run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
+
+        return launch_checked
+
+
+#: while a loader defers binding: the bindings a module asked for, in order
+_DEFERRED: ContextVar[list[Binding] | None] = ContextVar("mind_deferred_bindings", default=None)
+
+
+@contextmanager
+def deferred() -> Iterator[list[Binding]]:
+    """Inside, `bind` returns its `Binding` instead of a launcher (listed in the yielded list),
+    so a loader can compile a module's kernels in parallel before binding them."""
+    token = _DEFERRED.set([])
+    try:
+        yield _DEFERRED.get()
+    finally:
+        _DEFERRED.reset(token)
+
+
+def bind(kernel, device: torch.device, signature: tuple, checked: tuple[int, ...] = (),
+         *, num_warps: int, num_stages: int, **constexprs) -> Launcher | Binding:  # fmt: skip
+    """A launcher `fn(grid_x, grid_y, grid_z, stream, *args)` for `kernel` on `device`.
+    `signature` gives one entry per non-constexpr parameter: a torch dtype for a pointer
+    (`misaligned(dtype)` for one that is never 16-byte aligned), an int for an integer (its value
+    when static, `I32`/`I64` when it varies: the kernel must not specialize on it). Pointers at
+    the positions `checked` are assumed aligned and checked at each launch: a misaligned one
+    takes Triton's JIT path, which specializes for what it gets."""
+    options = {"num_warps": num_warps, "num_stages": num_stages, **constexprs}
+    options |= compile_options(kernel)
+    binding = Binding(kernel, device, signature, tuple(checked), constexprs, options)
+    pending = _DEFERRED.get()
+    if pending is None:
+        return binding.launcher()
+    pending.append(binding)
+    return binding
+
+
+def compile_options(kernel) -> dict[str, Any]:
+    """What a kernel compiles with besides its config: `DEBUG_OPTIONS` for one declared
+    `@triton.jit(debug=True)` (it holds device asserts). The bound launcher, the JIT fallback
+    and the compile workers all take them from here, so all compile the same kernel (and find
+    it under the same key in Triton's cache)."""
+    return dict(DEBUG_OPTIONS) if getattr(kernel, "debug", None) else {}
+
+
+def _hooked() -> bool:
+    """Whether launch hooks are installed (Triton 3.6+ keeps them in a `HookChain`, empty when
+    nobody listens; older versions use None)."""
+    hook = knobs.runtime.launch_enter_hook
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def _jit_launcher(kernel, options: dict) -> Launcher:
+    """Triton's own launch path (`kernel[grid](...)`): the interpreter's, which has no compiled
+    form to bind, and the fallback for what a bound launcher was not compiled for."""
+
+    def launch(gx: int, gy: int, gz: int, stream, *args) -> None:
+        kernel[(gx, gy, gz)](*args, **options)
+
+    return launch
+
+
+class misaligned:  # noqa: N801  (reads as a dtype wrapper in generated signatures)
+    """A pointer argument of `dtype` compiled without the 16-byte alignment assumption (a view
+    at a misaligned offset): Triton specializes on `data_ptr()`, as for its `MockTensor`."""
+
+    def __init__(self, dtype: torch.dtype):
+        self.dtype = dtype
+
+    @staticmethod
+    def data_ptr() -> int:
+        return ALIGNMENT // 2
+
+
+def _clone_preserve_strides(x: torch.Tensor) -> torch.Tensor:
+    extent = 0 if 0 in x.shape else 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
+    flat = torch.as_strided(x, (extent,), (1,)).clone()
+    return torch.as_strided(flat, x.shape, x.stride())
+
+
+def _copy_if_misaligned(x: torch.Tensor) -> torch.Tensor:
+    return _clone_preserve_strides(x) if x.data_ptr() % ALIGNMENT else x
+
+
+def _empty_strided(device: str) -> Callable[..., torch.Tensor]:
+    def empty(size, stride, dtype):
+        return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+    return empty
+
+
+def _fast(name: str, fallback):
+    """torch's C++ helper `name` (the ones Inductor's wrappers call), or `fallback`."""
+    guards = getattr(torch._C._dynamo, "guards", None)
+    return getattr(guards, name, None) or fallback
+
+
+copy_if_misaligned = _fast("copy_if_misaligned", _copy_if_misaligned)
+empty_strided_cpu = _fast("_empty_strided_cpu", _empty_strided("cpu"))
+empty_strided_cuda = _fast("_empty_strided_cuda", _empty_strided("cuda"))
+reinterpret_tensor = _fast(
+    "_reinterpret_tensor",
+    lambda x, size, stride, offset: torch.as_strided(x, size, stride, x.storage_offset() + offset),
+)
+
+
+#: the current CUDA stream of a device, as the launcher takes it (a CPU-only torch has none)
+get_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+#: makes a device current for a block: allocation and launches follow it
+device_guard = torch.cuda._DeviceGuard

@@ -1,0 +1,194 @@
+"""On a CUDA GPU: the lean launch path, parallel compilation and CUDA graphs
+(`mode="reduce-overhead"`).
+
+Kernels compile in worker processes and launch through launchers bound when the module loads
+(no JIT dispatch per call); recorded
+graphs replay and give eager's numbers, for inference and training, across shapes, with inputs
+that move; outputs a caller holds stay valid; what cannot be recorded runs unrecorded."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from mind.runtime import cudagraphs
+from mind.runtime.cudagraphs import MindCudaGraphWarning
+from programs import ON_GPU, assert_same_step, mlp_training_step, no_fallback
+from triton.runtime.jit import JITFunction
+
+pytestmark = [*ON_GPU, pytest.mark.usefixtures("isolated_runtime")]
+
+
+@pytest.fixture
+def replays(monkeypatch):
+    """How many times a recording replayed, and how many recordings were made."""
+    counts = {"replays": 0, "recordings": 0}
+    replay, record = cudagraphs.Recording.replay, cudagraphs.CudaGraphs.record
+
+    def counted_replay(self, args):
+        counts["replays"] += 1
+        return replay(self, args)
+
+    def counted_record(self, recordings, args):
+        counts["recordings"] += 1
+        return record(self, recordings, args)
+
+    monkeypatch.setattr(cudagraphs.Recording, "replay", counted_replay)
+    monkeypatch.setattr(cudagraphs.CudaGraphs, "record", counted_record)
+    return counts
+
+
+def gelu_norm(x, w):
+    return F.layer_norm(F.gelu(x @ w), (x.shape[-1],)) * 2
+
+
+def test_launches_skip_triton_dispatch_after_load(monkeypatch):
+    """Every launch of a compiled call goes through the bound launcher, not `JITFunction.run`
+    (which specializes and looks up its cache on each launch)."""
+    x, w = torch.randn(64, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    compiled = torch.compile(gelu_norm, backend="mind")
+    with no_fallback():
+        compiled(x, w)
+    calls = []
+    run = JITFunction.run
+    monkeypatch.setattr(
+        JITFunction, "run", lambda self, *a, **k: calls.append(self) or run(self, *a, **k)
+    )
+    for _ in range(3):
+        out = compiled(x, w)
+    torch.testing.assert_close(out, gelu_norm(x, w), rtol=1e-4, atol=1e-4)
+    assert calls == []
+
+
+def test_kernels_compile_in_worker_processes(tmp_path, monkeypatch):
+    """Workers started with an empty Triton cache fill it with every kernel of a module, and
+    the loading process's own compile finds them there (the same cache keys)."""
+    from mind.parser import parse
+    from mind.passes import run_pipeline
+    from mind.runtime import compile_pool
+    from mind.runtime.compile_pool import exec_source
+    from mind.runtime.launch import deferred
+    from mind.target.triton import emit
+
+    text = (
+        Path(__file__).parent.parent / "lit_tests" / "triton" / "load_time.scheduled"
+    ).read_text()
+    source = emit(run_pipeline(parse(text), "to-triton"))
+    path = tmp_path / "module.py"
+    path.write_text(source)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("MIND_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(compile_pool, "_POOL", None)  # a pool of its own, with that cache
+    try:
+        with deferred() as bindings:
+            exec_source(source, str(path), {"__name__": "module"})
+        pool = compile_pool.pool()
+        for worker in pool.workers:
+            assert worker.ready.wait(120)
+        for binding in bindings:  # the workers compile everything: nothing is left for here
+            assert pool.workers[0].compile(("module", source, str(path), binding.name))
+        assert len(list((tmp_path / "triton").rglob("*.cubin"))) == 2
+        for binding in bindings:  # here, each is found in Triton's cache: no new cubin
+            binding.compile()
+        assert len(list((tmp_path / "triton").rglob("*.cubin"))) == 2
+    finally:
+        compile_pool._POOL.shutdown()
+
+
+def test_misaligned_input_takes_the_jit_path_and_stays_right():
+    """A kernel bound for aligned inputs, given a view 4 bytes into its storage."""
+    base = torch.randn(1 + 64 * 256, device="cuda")
+    compiled = torch.compile(lambda x: (x * 2).relu() + 1, backend="mind")
+    aligned = base[: 64 * 256].view(64, 256)
+    misaligned = base[1:].view(64, 256)
+    assert misaligned.data_ptr() % 16
+    with no_fallback():
+        for x in (aligned, misaligned, aligned):
+            torch.testing.assert_close(compiled(x), (x * 2).relu() + 1)
+
+
+def test_reduce_overhead_replays_and_matches_eager(replays):
+    x, w = torch.randn(64, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    compiled = torch.compile(gelu_norm, backend="mind", mode="reduce-overhead")
+    with no_fallback():
+        outs = [compiled(x * i, w) for i in range(5)]
+    for i, out in enumerate(outs):  # all held at once: none was overwritten
+        torch.testing.assert_close(out, gelu_norm(x * i, w), rtol=1e-4, atol=1e-4)
+    # call 1 warms up, 2 records, 3 records again (2's output is held), 4 and 5 run unrecorded
+    assert replays == {"replays": 2, "recordings": 2}
+
+
+def test_outputs_released_let_one_recording_serve_every_call(replays):
+    x, w = torch.randn(64, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    compiled = torch.compile(gelu_norm, backend="mind", options={"cudagraphs": True})
+    with no_fallback():
+        for i in range(6):
+            torch.testing.assert_close(
+                compiled(x + i, w), gelu_norm(x + i, w), rtol=1e-4, atol=1e-4
+            )
+    assert replays == {"replays": 5, "recordings": 1}
+
+
+def test_training_step_records_forward_and_backward(replays):
+    step, model, reference, x, y = mlp_training_step("cuda")
+    compiled = torch.compile(step, backend="mind", mode="reduce-overhead")
+    with no_fallback():
+        for _ in range(4):
+            model.zero_grad()
+            reference.zero_grad()
+            loss = compiled(model, x, y)
+            assert_same_step(loss, step, model, reference, x, y, rtol=1e-4, atol=1e-4)
+    assert replays["recordings"] >= 2  # a forward and a backward
+    assert replays["replays"] >= 4
+
+
+def test_new_shapes_record_up_to_the_bound(replays):
+    compiled = torch.compile(
+        lambda x: torch.softmax(x, -1) * 2,
+        backend="mind",
+        dynamic=True,
+        options={"cudagraphs": True, "cudagraph_max_shapes": 2},
+    )
+    with no_fallback():
+        for rows in (8, 8, 8, 16, 16, 16, 32, 32, 32):
+            x = torch.randn(rows, 64, device="cuda")
+            torch.testing.assert_close(compiled(x), torch.softmax(x, -1) * 2)
+    # shapes 8 and 16: warm-up, record, replay; shape 32 is past the bound
+    assert replays == {"replays": 4, "recordings": 2}
+
+
+def test_parameters_are_read_in_place_and_a_new_one_records_again(replays):
+    model = torch.nn.Linear(64, 64, device="cuda")
+    compiled = torch.compile(lambda x: model(x).relu(), backend="mind", mode="reduce-overhead")
+    x = torch.randn(8, 64, device="cuda")
+    with no_fallback(), torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x).relu())
+        model.weight.mul_(2)  # in place: the recording sees it
+        torch.testing.assert_close(compiled(x), model(x).relu())
+    assert replays["recordings"] == 1
+
+
+def test_cpu_inputs_run_unrecorded():
+    compiled = torch.compile(
+        lambda x, s: x * s.cuda(), backend="mind", mode="reduce-overhead", fullgraph=False
+    )
+    x, s = torch.randn(8, device="cuda"), torch.tensor(3.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x, s), x * 3)
+    reasons = [str(w.message) for w in caught if issubclass(w.category, MindCudaGraphWarning)]
+    assert reasons and "cpu" in reasons[0]
+
+
+def test_output_that_is_an_input_is_the_callers_tensor(replays):
+    compiled = torch.compile(lambda x, y: (x, y * 2), backend="mind", mode="reduce-overhead")
+    for _ in range(3):
+        x, y = torch.randn(8, device="cuda"), torch.randn(8, device="cuda")
+        a, b = compiled(x, y)
+        assert a.data_ptr() == x.data_ptr()
+        torch.testing.assert_close(b, y * 2)

@@ -1,0 +1,222 @@
+"""The model benchmark's harness on CPU (`python3 -m benchmarks.models --small --device cpu`):
+rows, checks against eager, failures kept to their row, the files written. No timing is
+asserted; the numbers that matter come from a GPU run. The plain-torch `mlp` model keeps these
+tests independent of the `bench` extra; one test runs a transformers model where it is installed."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # `benchmarks` is a plain folder at the repository root
+
+from benchmarks import models  # noqa: E402
+from benchmarks.common import CACHE_DIRS  # noqa: E402
+from benchmarks.measure import max_error  # noqa: E402
+from benchmarks.model_row import TOLERANCE, errors  # noqa: E402
+from benchmarks.workers import TimingLock  # noqa: E402
+
+SMOKE = ["--device", "cpu", "--small", "--dtypes", "fp32"]
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """Caches and Inductor's compile threads as a run would set them, undone afterwards."""
+    for var in CACHE_DIRS:
+        monkeypatch.setenv(var, str(tmp_path / var))
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    return tmp_path
+
+
+def run_main(tmp_path: Path, *argv: str) -> tuple[list[dict], str, dict[str, Path]]:
+    """Runs the benchmark with its three outputs in `tmp_path`: (JSON rows, Markdown, paths)."""
+    paths = {kind: tmp_path / f"models.{kind}" for kind in ("json", "md", "png")}
+    out = [arg for kind, path in paths.items() for arg in (f"--{kind}", str(path))]
+    assert models.main([*argv, *out]) == 0
+    return json.loads(paths["json"].read_text())["rows"], paths["md"].read_text(), paths
+
+
+def by_backend(rows: list[dict], mode: str) -> dict[str, dict]:
+    return {r["backend"]: r for r in rows if r["mode"] == mode}
+
+
+def assert_checked(row: dict, train: bool) -> None:
+    """A compiled row that ran, was timed and agrees with eager within the dtype's tolerance."""
+    assert "error" not in row, row
+    assert row["ok"] is True and row["wall_ms"] > 0 and row["first_s"] > 0, row
+    assert 0 <= row["out_rel"] <= TOLERANCE[row["dtype"]], row
+    if train:
+        assert 0 <= row["grad_rel"] <= TOLERANCE[row["dtype"]] and row["worst_grad"], row
+    else:
+        assert "grad_rel" not in row
+
+
+def test_mlp_training_rows_in_worker_processes(env, capsys):
+    rows, md, paths = run_main(
+        env, *SMOKE, "--models", "mlp", "--modes", "train", "--backends", "eager,mind",
+        "--jobs", "2",
+    )  # fmt: skip
+    row = by_backend(rows, "train")
+    assert sorted(row) == ["eager", "mind"] and len(rows) == 2
+    assert row["eager"]["wall_ms"] > 0 and row["eager"]["speedup"] == 1.0
+    assert_checked(row["mind"], train=True)
+    assert row["mind"]["fallback"] == [] and row["mind"]["graphs"] >= 1
+    assert row["mind"]["speedup"] == row["eager"]["wall_ms"] / row["mind"]["wall_ms"]
+    assert md == capsys.readouterr().out.removesuffix("\n")
+    assert "| model | dtype | mode | eager wall ms | mind |" in md
+    assert "| mlp | fp32 | train | mind |" in md and "| ok |" in md
+    if paths["png"].exists():  # matplotlib is in the bench extra
+        assert paths["png"].read_bytes().startswith(b"\x89PNG")
+
+
+def test_mlp_inference_rows_in_this_process(env):
+    """`--jobs 0` runs rows here; a mode mind does not accept yet is an error row, not a crash."""
+    rows, md, _ = run_main(
+        env, *SMOKE, "--models", "mlp", "--modes", "infer", "--backends", "eager,mind,mind-ro",
+        "--jobs", "0",
+    )  # fmt: skip
+    row = by_backend(rows, "infer")
+    assert_checked(row["mind"], train=False)
+    assert row["mind"]["fallback"] == []
+    if "error" in row["mind-ro"]:
+        assert row["mind-ro"]["traceback"] and "| mlp | fp32 | infer | mind-ro |" in md
+        assert f"- mlp fp32 infer mind-ro: {row['mind-ro']['error']}" in md
+    else:
+        assert_checked(row["mind-ro"], train=False)
+
+
+def test_hung_rows_are_stopped_and_the_run_goes_on(env):
+    """A row over --timeout is ended (with its process group) and recorded; the next row gets a
+    fresh worker. Starting torch alone takes longer than this timeout."""
+    rows, md, _ = run_main(
+        env, *SMOKE, "--models", "mlp", "--modes", "infer,train", "--backends", "mind",
+        "--timeout", "0.2",
+    )  # fmt: skip
+    assert len(rows) == 2
+    for row in rows:
+        assert row["error"] == "timed out after 0.2 s (--timeout)" and "wall_ms" not in row
+    assert md.count("timed out after 0.2 s") == 2
+
+
+def test_deadline_marks_rows_not_run(env):
+    rows, md, _ = run_main(env, *SMOKE, "--models", "mlp", "--deadline", "0")
+    assert len(rows) == 2 * 5
+    assert {r["error"] for r in rows} == {"not run: the run reached --deadline"}
+    assert "| mlp | fp32 | infer | - | ERR | ERR | ERR | ERR |" in md
+
+
+def test_transformers_model_trains_under_mind(env):
+    pytest.importorskip("transformers")
+    rows, _, _ = run_main(
+        env, *SMOKE, "--models", "bert", "--modes", "train", "--backends", "eager,mind",
+        "--jobs", "0",
+    )  # fmt: skip
+    assert_checked(by_backend(rows, "train")["mind"], train=True)
+
+
+def test_from_json_renders_runs_again_together(tmp_path):
+    meta = {
+        "device_name": "cpu", "versions": {"torch": "2"}, "jobs": 1, "sizes": {},
+        "models": ["m"], "dtypes": ["bf16"], "modes": ["train"],
+        "backends": ["eager", "inductor", "mind"], "notes": ["how"],
+    }  # fmt: skip
+    base = {"model": "m", "dtype": "bf16", "mode": "train"}
+    rows = [
+        {**base, "backend": "mind", "wall_ms": 1.0, "ok": False, "why": "out error 1 over 0.05",
+         "out_rel": 1.0, "fallback": ["mind: graph 'g' runs eagerly: X"], "first_s": 2.0},
+        {**base, "backend": "inductor", "error": "TypeError: no"},
+        {**base, "backend": "eager", "wall_ms": 2.0, "gpu_ms": 1.5, "host_ms": 0.5,
+         "kernels": 7},
+    ]  # fmt: skip
+    infer = {**base, "mode": "infer"}
+    runs = [  # training, then inference in a second run: rendered together
+        (meta, rows),
+        ({**meta, "modes": ["infer"]}, [{**infer, "backend": "eager", "wall_ms": 1.0},
+                                        {**infer, "backend": "mind", "wall_ms": 0.25}]),
+    ]  # fmt: skip
+    sources = [tmp_path / f"run{i}.json" for i in range(len(runs))]
+    for path, (m, r) in zip(sources, runs):
+        path.write_text(json.dumps({"meta": m, "rows": r}))
+    md_path = tmp_path / "out.md"
+    assert models.main(["--from-json", *map(str, sources), "--md", str(md_path)]) == 0
+    md = md_path.read_text()
+    pivot = (
+        "| m | bf16 | train | 2.000 | ERR | 2.00 (FAIL) |\n| m | bf16 | infer | 1.000 |  | 4.00 |"
+    )
+    assert pivot in md  # eager first, then the rest; the groups in the order of the runs
+    assert "| m | bf16 | train | eager | 2.000 | 1.500 | 0.500 | 7 | - |" in md
+    assert (
+        "| m | bf16 | train | mind | 1.000 | - | - | - | 2.0 | 1.0e+00 | - | FAIL (fallback)" in md
+    )
+    assert "- m bf16 train inductor: TypeError: no" in md
+    assert "- m bf16 train mind: FAIL: out error 1 over 0.05" in md
+    assert "- m bf16 train mind: fallback: mind: graph 'g' runs eagerly: X" in md
+
+
+def test_unknown_names_are_rejected(capsys):
+    with pytest.raises(SystemExit):
+        models.main(["--device", "cpu", "--models", "gpt3"])
+    assert "unknown gpt3; choose from gpt2," in capsys.readouterr().err
+
+
+def test_errors_are_relative_to_the_largest_eager_value():
+    want = {"output": torch.tensor([2.0, -4.0]), "grad a": torch.tensor([8.0]),
+            "grad b": torch.tensor([1e-9])}  # fmt: skip
+    got = {"output": torch.tensor([2.0, -3.5]), "grad a": torch.tensor([8.0]),
+           "grad b": torch.tensor([2.0])}  # fmt: skip
+    errs = errors(got, want)
+    assert (errs["out_abs"], errs["out_rel"]) == (0.5, 0.125)
+    assert errs["worst_grad"] == "b" and errs["grad_rel"] == pytest.approx(2.0 / 8.0)
+    assert errors(want, want)["grad_rel"] == 0.0
+    got["output"] = torch.tensor([float("nan"), 0.0])
+    assert errors(got, want)["out_rel"] != errors(got, want)["out_rel"]  # nan
+    assert max_error(torch.ones(2), torch.zeros(2)) == (1.0, 0.0)
+    with pytest.raises(AssertionError, match="grad b"):
+        errors({k: v for k, v in got.items() if k != "grad b"}, want)
+
+
+def test_timing_lock_runs_shared_together_and_exclusive_alone(tmp_path):
+    lock = TimingLock(tmp_path)
+    timed = threading.Event()
+
+    def time_alone() -> None:
+        with lock.exclusive():
+            timed.set()
+
+    # Two holders at once (as two processes would be: flock locks belong to open files).
+    with lock.shared(), lock.shared():
+        thread = threading.Thread(target=time_alone)
+        thread.start()
+        assert not timed.wait(0.3)  # the timing waits for both to finish
+    thread.join(10)
+    assert timed.is_set()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_rows_have_profiles_and_cuda_graph_replays(env, monkeypatch):
+    """What only CUDA has: kernel counts and GPU time from the profiler (also of CUDA-graph
+    replays), host time, and reduce-overhead checked on a replay, in a training step too."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    backends = "eager,inductor-ro,mind,mind-ro"
+    rows, md, _ = run_main(
+        env, "--device", "cuda", "--small", "--dtypes", "fp32", "--models", "mlp",
+        "--modes", "infer,train", "--backends", backends, "--jobs", "2",
+    )  # fmt: skip
+    meta = json.loads((env / "models.json").read_text())["meta"]
+    assert all(c["ok"] for c in meta["counter_checks"].values()), meta["counter_checks"]
+    assert "WARNING" not in md
+    for row in rows:
+        if row["backend"] in ("eager", "inductor-ro"):
+            assert "error" not in row, row
+        if "error" not in row:
+            assert row["kernels"] > 0 and 0 < row["gpu_ms"], row
+            assert row["host_ms"] == pytest.approx(row["wall_ms"] - row["gpu_ms"])
+        if row["backend"] == "inductor-ro":
+            assert_checked(row, train=row["mode"] == "train")

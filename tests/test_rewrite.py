@@ -1,0 +1,93 @@
+"""The rewrite layer of the core: use lists kept by every change, clone with a value map,
+replace-all-uses, erase; and declared ops' named accessors and builders."""
+
+import pytest
+from mind.dialects.loops import Load, Yield
+from mind.ir import dtypes as dt
+from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.symbols import sym
+from mind.ir.types import ScalarType, TensorType
+
+import mind
+
+GRAPH = """\
+loops.graph @f(%a: f32[4][1]cpu, %m: b8[4][1]cpu) {
+  %x = loops.pointwise : f32[4][1]cpu {
+    %0 = loops.load(%m, p0) : b8
+    %1 = loops.load(%a, p0) {mask = %0, other = 0.0} : f32
+    %2 = loops.neg(%1) : f32
+    loops.yield(%2)
+  }
+  loops.output(%x, %x)
+}
+"""
+
+
+def parts():
+    graph = mind.parse(GRAPH).ops[0]
+    node, output = graph.body.ops
+    return graph, node, output, node.body.ops
+
+
+def test_users_follow_args_and_attrs():
+    graph, node, output, (mask, load, neg, yield_) = parts()
+    a, m = graph.body.args
+    assert list(a.users) == [load] and list(m.users) == [mask]
+    assert list(mask.result.users) == [load]  # through the `mask` attribute
+    assert list(node.result.users) == [output]  # once, though it is used twice
+    load.mask = neg.result
+    assert not mask.result.users and set(neg.result.users) == {load, yield_}
+    load.del_attr("mask")
+    assert list(neg.result.users) == [yield_] and load.mask is None
+
+
+def test_accessors_read_and_write_fields():
+    _, _, output, (mask, load, neg, _) = parts()
+    assert (load.source.name, load.index, load.other) == ("a", sym("p0"), 0.0)
+    load.index = sym("p0") + 1
+    assert load.args[1] == sym("p0") + 1
+    assert output.values == (output.args[0], output.args[1])
+    with pytest.raises(TypeError):
+        load.args[0] = None  # args is a tuple: changes go through the op
+    with pytest.raises(TypeError):
+        load.attrs["other"] = 2.0
+
+
+def test_replace_all_uses_and_erase():
+    graph, node, output, (mask, load, neg, yield_) = parts()
+    a = graph.body.args[0]
+    neg.result.replace_all_uses_with(load.result)
+    assert yield_.value is load.result and not neg.result.users
+    neg.erase()
+    assert neg not in node.body.ops and neg not in load.result.users
+    mind.ir.verify(mind.Module([graph]))
+    assert a.users  # the load still reads %a
+
+
+def test_clone_maps_operands_results_and_regions():
+    graph, node, output, _ = parts()
+    a, m = graph.body.args
+    b = Value("b", a.type)
+    vmap = {a: b}
+    copy = node.clone(vmap)
+    load = copy.body.ops[1]
+    assert load.source is b and load.mask is copy.body.ops[0].result
+    assert vmap[node.result] is copy.result and copy.result is not node.result
+    assert load in b.users and load not in a.users
+    renamed = node.body.ops[2].clone({}, "scheduled.neg")
+    assert renamed.name == "scheduled.neg" and type(renamed).__name__ == "Unary"
+
+
+def test_build_names_fields_and_checks_them():
+    src = Value("a", TensorType(dt.f32, (4,), (1,)))
+    load = Load.build(
+        "loops.load", source=src, index=sym("p0"), mask=None, results=[ScalarType(dt.f32)]
+    )
+    assert load.args == (src, sym("p0")) and "mask" not in load.attrs
+    assert isinstance(Operation("loops.load", [src, 0]), Load)  # built as the declared class
+    with pytest.raises(TypeError, match="needs 'index'"):
+        Load.build("loops.load", source=src)
+    with pytest.raises(TypeError, match="no field"):
+        Yield.build("loops.yield", value=src, bogus=1)
+    node = Operation("loops.pointwise", regions=[Region(Block())])
+    assert node.body is node.regions[0].block
