@@ -79,7 +79,7 @@ class KernelBuilder:
             "origins": list(node.origins or []),
         }
         self.kernel = Operation(
-            "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))]
+            "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))], loc=node.loc
         )
         named = {a.name: a for a in args}
         self.numels = {g.prefix: named[f"{g.prefix}numel"] for g in tiling.groups}

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from mind.ir.constraints import ANY
+from mind.ir.constraints import ANY, NONE, NUMBER, Constraint, list_of, value
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError, located
 from mind.ir.opdef import ArgField, Field, OpDecl, OpDef, ResultField, VarResultField
@@ -54,7 +54,9 @@ def _resolve(name: str) -> OpDef | None:
         return None
     schema = target._schema
     fields: list[Field] = [
-        ArgField(ANY, a.has_default_value(), a.name) for a in schema.arguments if not a.kwarg_only
+        ArgField(_constraint(a.type), a.has_default_value(), a.name)
+        for a in schema.arguments
+        if not a.kwarg_only
     ]
     if any(isinstance(r.type, torch.ListType) for r in schema.returns):
         fields.append(VarResultField(name="results"))
@@ -63,6 +65,23 @@ def _resolve(name: str) -> OpDef | None:
     return OpDef(
         name, OpDecl.of(fields), open_attrs=True, verify=_verify_overload, summary=str(schema)
     )
+
+
+#: a Tensor argument: an SSA value, or a number the dispatcher wraps (`aten.mul.Tensor(%x, 2)`)
+_TENSOR = value() | NUMBER
+
+
+def _constraint(t: torch.JitType) -> Constraint:
+    """What an argument of schema type `t` may hold: tensors (optional, in lists) are checked;
+    other arguments (ints that may be sizes, scalars, ...) hold any attribute."""
+    if isinstance(t, torch.OptionalType):
+        inner = _constraint(t.getElementType())
+        return ANY if inner is ANY else inner | NONE
+    if isinstance(t, torch.TensorType):
+        return _TENSOR
+    if isinstance(t, torch.ListType) and _constraint(t.getElementType()) is not ANY:
+        return list_of(_constraint(t.getElementType()))
+    return ANY
 
 
 def _verify_overload(op: Operation) -> None:

@@ -13,7 +13,7 @@ from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Location, MindError
 from mind.ir.dtypes import DTYPES, Device, DType
 from mind.ir.registry import lookup_op
-from mind.ir.symbols import as_int_like, sym
+from mind.ir.symbols import as_int_like, is_integral, sym
 from mind.ir.types import OpaqueType, ScalarType, SymType, TensorType, Type
 
 #: functions an index expression may call
@@ -245,10 +245,14 @@ class Builder:
         return TensorType(self.dtype(kids[0]), shape, strides, device)
 
     def dims(self, tree: Tree) -> tuple:
-        dims = tuple(as_int_like(self.expr(k)) for k in tree.children if k is not None)
-        for d, k in zip(dims, (k for k in tree.children if k is not None)):
+        """Sizes or strides: integers (int64) or integer arithmetic over size symbols."""
+        kids = [k for k in tree.children if k is not None]
+        dims = tuple(as_int_like(self.expr(k)) for k in kids)
+        for d, k in zip(dims, kids):
             if isinstance(d, int) and not -(2**63) <= d < 2**63:
                 raise self.error(f"size or stride {d} does not fit in 64 bits", k)
+            if not isinstance(d, int) and not is_integral(d):
+                raise self.error(f"size or stride '{d}' is not integral", k)
         return dims
 
 

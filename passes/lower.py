@@ -24,6 +24,7 @@ from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.ir import dtypes as dt
 from mind.ir.attributes import format_attr
 from mind.ir.core import Block, Operation, Region, Value, fresh_name, iter_values, map_values
+from mind.ir.diagnostics import located
 from mind.ir.dtypes import DType
 from mind.ir.registry import op_class
 from mind.ir.symbols import IntLike, sym
@@ -314,7 +315,8 @@ def lower_graph(graph: Operation) -> Operation:
                 LoopsOutput.build("loops.output", values=values, strides=strides, loc=op.loc)
             )
         else:
-            lower_op(ctx, op, env)
+            with located(op.loc):  # a lowering's error is about the op it lowers
+                lower_op(ctx, op, env)
     return Graph.build("loops.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc)
 
 

@@ -14,8 +14,9 @@ compiled. Each mutant lands in one class:
     traceback    any other exception                no-location  a MindError without location
     bad-python   emitted Python that does not compile            timeout  over --timeout seconds
 
-Crashes are grouped by signature (exception type and the innermost frame in mind's code); each
-gets its smallest mutant, shrunk line by line. `--tools N` also runs N reproducers through the
+Crashes are grouped by signature (exception type and the innermost frame in mind's code;
+for a diagnostic without location, what it says), each with its smallest mutant, shrunk line by
+line. `--tools N` also runs N reproducers through the
 `mind-opt` and `mind-translate` executables and reports those that print a traceback.
 
 It lives in tools/ beside mind-opt and mind-translate, the programs it exercises, and ships with
@@ -44,6 +45,8 @@ from mind.ir.diagnostics import MindError
 
 STAGE_SUFFIXES = (".fx", ".aten", ".loops", ".scheduled", ".triton")
 OUTCOMES = ("diagnostic", "accepted", "traceback", "no-location", "bad-python", "timeout")
+#: the outcomes that are bugs in mind, each reported with its smallest mutant
+DEFECTS = ("traceback", "no-location", "bad-python")
 _REPO = Path(__file__).resolve().parent.parent
 _TOKEN = re.compile(
     r'"(?:\\.|[^"\\])*"|%[A-Za-z0-9_][A-Za-z0-9_.]*|@[A-Za-z_][A-Za-z0-9_.]*'
@@ -274,7 +277,10 @@ def run_one(text: str, timeout: float = 10.0) -> Result:
     except _Timeout:
         return Result("timeout")
     except MindError as exc:
-        return Result("diagnostic" if exc.loc else "no-location", message=str(exc)[:200])
+        if exc.loc is None:  # grouped by what it says, names left out
+            sig = "no location: " + re.sub(r"'[^']*'|%\w+|@\S+|\d+", "_", str(exc))[:60]
+            return Result("no-location", sig, str(exc)[:200])
+        return Result("diagnostic", message=str(exc)[:200])
     except Exception as exc:
         return Result("traceback", signature(exc), f"{type(exc).__name__}: {exc}"[:200])
     try:
@@ -304,7 +310,7 @@ def shrink(text: str, sig: str, budget: int = 80) -> str:
         nonlocal budget
         budget -= 1
         result = run_one("\n".join(parts) + "\n", timeout=5)
-        return result.outcome in ("traceback", "bad-python") and result.signature == sig
+        return result.outcome in DEFECTS and result.signature == sig
 
     units = _top_level_ops(text)
     for split in (lambda units: units, lambda units: "\n".join(units).splitlines()):
@@ -355,7 +361,7 @@ def campaign(
         mutant = mutate(text, rng)
         result = run_one(mutant, timeout)
         report.counts[result.outcome] += 1
-        if result.outcome in ("traceback", "bad-python"):
+        if result.outcome in DEFECTS:
             report.crash_counts[result.signature] += 1
             known = report.crashes.get(result.signature)
             if known is None or len(mutant) < len(known[1]):
