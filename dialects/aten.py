@@ -19,7 +19,19 @@ from typing import Any
 
 import torch
 import torch.fx
-from mind.ir.constraints import ANY, NONE, NUMBER, Constraint, list_of, value
+from mind.ir.constraints import (
+    ANY,
+    ANY_TYPE,
+    INDEX,
+    NONE,
+    NUMBER,
+    OPAQUE,
+    TENSOR,
+    Constraint,
+    list_of,
+    tuple_of,
+    value,
+)
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError, located
 from mind.ir.opdef import ArgField, Field, OpDecl, OpDef, ResultField, VarResultField
@@ -54,14 +66,20 @@ def _resolve(name: str) -> OpDef | None:
         return None
     schema = target._schema
     fields: list[Field] = [
-        ArgField(_constraint(a.type), a.has_default_value(), a.name)
+        ArgField(_constraint(a.real_type), a.has_default_value(), a.name)
         for a in schema.arguments
         if not a.kwarg_only
     ]
     if any(isinstance(r.type, torch.ListType) for r in schema.returns):
-        fields.append(VarResultField(name="results"))
+        fields.append(VarResultField(_RESULT, name="results"))
     else:
-        fields += [ResultField(name=r.name or f"result{i}") for i, r in enumerate(schema.returns)]
+        fields += [
+            ResultField(
+                _RESULT if isinstance(r.type, torch.TensorType) else ANY_TYPE,
+                name=r.name or f"result{i}",
+            )
+            for i, r in enumerate(schema.returns)
+        ]
     return OpDef(
         name, OpDecl.of(fields), open_attrs=True, verify=_verify_overload, summary=str(schema)
     )
@@ -69,18 +87,27 @@ def _resolve(name: str) -> OpDef | None:
 
 #: a Tensor argument: an SSA value, or a number the dispatcher wraps (`aten.mul.Tensor(%x, 2)`)
 _TENSOR = value() | NUMBER
+#: an int argument (a dim, a size): an integer, an index expression or an SSA value (a SymInt)
+_INT = INDEX | value()
+#: what a Tensor result is typed: a tensor (or `!none` where an output is not computed)
+_RESULT = TENSOR | OPAQUE
 
 
 def _constraint(t: torch.JitType) -> Constraint:
-    """What an argument of schema type `t` may hold: tensors (optional, in lists) are checked;
-    other arguments (ints that may be sizes, scalars, ...) hold any attribute."""
+    """What an argument of schema type `t` (its real type: a dtype is no int) may hold:
+    tensors and ints, alone, optional or in lists, are checked; other arguments hold any
+    attribute."""
     if isinstance(t, torch.OptionalType):
         inner = _constraint(t.getElementType())
         return ANY if inner is ANY else inner | NONE
     if isinstance(t, torch.TensorType):
         return _TENSOR
+    if isinstance(t, torch.IntType | torch.SymIntType):
+        return _INT
     if isinstance(t, torch.ListType) and _constraint(t.getElementType()) is not ANY:
-        return list_of(_constraint(t.getElementType()))
+        item = _constraint(t.getElementType())
+        many = list_of(item) | tuple_of(item, ...)
+        return many | _INT if item is _INT else many  # `int[1] dim` takes one int too
     return ANY
 
 

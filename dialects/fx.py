@@ -12,6 +12,7 @@ Keyword arguments of a call are the op's attributes.
 
 from __future__ import annotations
 
+import inspect
 import keyword
 
 import torch
@@ -130,16 +131,25 @@ def _export_op(op: Operation, graph: torch.fx.Graph, nodes: dict, attributes: di
     if kind == "placeholder" and op.symbol in {n.target for n in graph.find_nodes(op=kind)}:
         raise MindError(f"a second placeholder named '@{op.symbol}'", op.loc)
     target = resolve(op.symbol) if kind == "call_function" else op.symbol
-    if kind == "call_function" and not callable(target):
+    args, kwargs = tuple(from_attr(op.args, nodes)), from_attr(dict(op.attrs), nodes)
+    if kind == "call_function":
+        _check_call(op, target, args, kwargs)
+    nodes[op.result] = graph.create_node(kind, target, args, kwargs, op.result.name)
+
+
+def _check_call(op: Operation, target: object, args: tuple, kwargs: dict) -> None:
+    """`target` is callable with these arguments, where Python can tell (`operator.add` takes
+    two): fx writes the call as code, which would fail on the whole graph, far from the op."""
+    if not callable(target):
         raise MindError(f"'@{op.symbol}' is not callable", op.loc)
-    node = graph.create_node(
-        kind,
-        target,
-        tuple(from_attr(op.args, nodes)),
-        from_attr(dict(op.attrs), nodes),
-        op.result.name,
-    )
-    nodes[op.result] = node
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin or an operator overload without one
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise MindError(f"'@{op.symbol}' cannot take these arguments: {exc}", op.loc) from None
 
 
 def _is_identifier(name: str) -> bool:

@@ -75,9 +75,10 @@ class GraphPass(Pass):
     def run(self, module: Module) -> Module:
         out: list[Operation] = []
         for graph in module.ops:
-            if graph.dialect != self.input:
+            if graph.name != f"{self.input}.graph":
                 raise MindError(
-                    f"pass '{self.name}' runs on {self.input} IR, not '{graph.name}'", graph.loc
+                    f"pass '{self.name}' runs on {self.input}.graph ops, not '{graph.name}'",
+                    graph.loc,
                 )
             new = self.run_graph(graph)
             out += [graph] if new is None else new if isinstance(new, list) else [new]

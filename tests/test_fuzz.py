@@ -65,6 +65,8 @@ BAD_INPUTS = {
     "target_missing": (FX.format(name="x", target="torch.xyz123"), 3, "'xyz123' is missing"),
     "target_not_callable": (FX.format(name="x", target="torch.float32"), 3, "not callable"),
     "torch_rejects": (FX.format(name="x", target="torch.mm"), 3, "torch rejects this graph"),
+    "call_arity": (FX.format(name="x", target="operator.neg"), 3, "cannot take these arguments"),
+    "not_a_graph": ("fx.output(())\n", 1, "runs on fx.graph ops"),
 }
 
 
