@@ -53,9 +53,10 @@ DTYPE = Constraint("dtype", lambda x: isinstance(x, DType))
 DEVICE = Constraint("device", lambda x: isinstance(x, Device))
 
 
-def one_of(*choices: str) -> Constraint:
+def one_of(*choices: str | int) -> Constraint:
+    """One of the given strings or ints (of that type: True is no 1)."""
     text = " | ".join(json.dumps(c) for c in choices)
-    return Constraint(text, lambda x: isinstance(x, str) and x in choices)
+    return Constraint(text, lambda x: any(type(x) is type(c) and x == c for c in choices))
 
 
 def list_of(item: Constraint) -> Constraint:

@@ -28,6 +28,8 @@ EXPR_FUNCTIONS = {
 
 #: bare names that denote something other than a symbol when they stand alone as an attribute
 NAMED_ATTRS: dict[str, Any] = dict(DTYPES)
+#: the largest device index torch has (its DeviceIndex is an int8)
+MAX_DEVICE_INDEX = 127
 
 
 class Builder:
@@ -241,8 +243,14 @@ class Builder:
                 if len(strides) != len(shape):
                     raise self.error(f"{len(shape)} sizes but {len(strides)} strides", extra)
             elif extra is not None:
-                device = Device.parse(str(extra))
+                device = self.device(extra)
         return TensorType(self.dtype(kids[0]), shape, strides, device)
+
+    def device(self, token: Token) -> Device:
+        device = Device.parse(str(token))
+        if device.index is not None and device.index > MAX_DEVICE_INDEX:
+            raise self.error(f"device index {device.index} is beyond {MAX_DEVICE_INDEX}", token)
+        return device
 
     def dims(self, tree: Tree) -> tuple:
         """Sizes or strides: integers (int64) or integer arithmetic over size symbols."""
@@ -290,7 +298,7 @@ _ATTR_RULES = {
     "pycall": lambda b, t: PyCall(
         str(t.children[0])[1:], tuple(b.attr(k) for k in t.children[1:] if k is not None)
     ),
-    "device": lambda b, t: Device.parse(str(t.children[0])),
+    "device": lambda b, t: b.device(t.children[0]),
     "type_attr": lambda b, t: b.type(t.children[0]),
     "list": lambda b, t: [b.attr(k) for k in t.children if k is not None],
     "dict": lambda b, t: {

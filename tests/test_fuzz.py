@@ -56,6 +56,7 @@ BAD_INPUTS = {
     "not_finite": (LOOPS.format(type="f32[floor(1/0)]", attrs=""), 1, "not finite"),
     "stride_2_63": (LOOPS.format(type="f32[4][9223372036854775808]", attrs=""), 1, "64 bits"),
     "device_00": (LOOPS.format(type="f32[4]cuda:00", attrs=""), 1, "unexpected"),
+    "device_index": (LOOPS.format(type="f32[4]cuda:128", attrs=""), 1, "beyond 127"),
     "keyword_symbol": (LOOPS.format(type="f32[yield]", attrs=""), 1, "Python keyword"),
     "floor_arity": (LOOPS.format(type="f32[floor(s0, 2)]", attrs=""), 1, "does not take 2"),
     "dim_out_of_range": (ATEN, 2, "rejects its arguments"),
