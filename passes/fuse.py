@@ -6,11 +6,18 @@ when no one else reads it), then look again. A pair may fuse when both are kerne
 device, their iterations share a loop nest (see analysis/iteration.py), no path leads from one to the
 other through a third node (that node would have to run in the middle), and every read of the
 earlier node's output by the later one is at the index it was stored at: such a load becomes the
-stored SSA value, and the store goes when nothing outside the fused node reads the buffer.
+stored SSA value, and the store goes when nothing outside the fused node reads the buffer. A
+matmul template node takes pointwise work over its own loops only (its epilogue, see
+passes/mm_templates.py).
+
+Each pair it weighs (the pairs that share a buffer) gets a remark, located at the later node:
+fused and the bytes saved, or refused, by which rule (see RULES), and what it would have saved.
+`mind-opt --pass=fuse --remarks` prints them; the `fusion` log carries them (MIND_LOGS=fusion).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps, size_hint
@@ -19,10 +26,38 @@ from mind.analysis.loops import substitute
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.diagnostics import Diagnostic, emit, handled
+from mind.ir.logs import channel
 from mind.ir.types import TensorType
 
-from .manager import GraphPass
+from .manager import GraphPass, option
+from .mm_templates import template_fusable
 from .schedule import copy_body_op, renumber
+
+log = channel("fusion")
+
+#: why a pair may not fuse, by rule: what the remark says (formatted only when reported)
+RULES = {
+    "max-fusion-size": "the kernel would hold {} nodes, over max-fusion-size={}",
+    "cycle": "@{} depends on @{} through {}, which would have to run in the middle",
+    "device": "they run on different devices ({} and {})",
+    "iteration": "their iterations {} and {} share no loop nest",
+    "template": "@{} is a matmul template: it takes work without reductions over its own loops,"
+    " not @{}",
+    "indirect-read": "@{} reads %{} through a mask or an indirect index",
+    "index": "@{} reads %{} at {}, not where @{} stored it ({})",
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A rule that keeps a pair apart, and what it found."""
+
+    rule: str
+    found: tuple
+
+    def __str__(self) -> str:
+        return f"({self.rule}): " + RULES[self.rule].format(*self.found)
 
 
 def nbytes(value: Value) -> int:
@@ -43,28 +78,31 @@ def score(a: Node, b: Node, block: Block, read_sets) -> int:
     return total
 
 
-def creates_cycle(a: Node, b: Node, block: Block, position) -> bool:
-    """Whether `b` depends on `a` through a node outside the pair."""
-    stack = [r for v in a.results for r in readers(v, block) if r is not b]
+def creates_cycle(a: Node, b: Node, block: Block, position) -> Operation | None:
+    """The op outside the pair through which `b` depends on `a` (a reader of `a`'s), if any."""
+    stack = [(r, r) for v in a.results for r in readers(v, block) if r is not b]
     seen: set[Operation] = set()
     while stack:
-        op = stack.pop()
+        op, first = stack.pop()
         if op is b:
-            return True
+            return first
         if op in seen or op not in position or position[op] > position[b]:
             continue
         seen.add(op)
-        stack += [r for v in op.results for r in readers(v, block)]
-    return False
+        stack += [(r, first) for v in op.results for r in readers(v, block)]
+    return None
 
 
-def shared_loops(a: Node, b: Node) -> Join | None:
-    """How `a` and `b` share a loop nest, or None when they may not fuse."""
+def shared_loops(a: Node, b: Node) -> Join | Refusal:
+    """How `a` and `b` share a loop nest, or the rule that keeps them apart."""
     if a.device != b.device:
-        return None
+        return Refusal("device", (a.device, b.device))
     shared = join(a.sizes, b.sizes)
     if shared is None:
-        return None
+        return Refusal("iteration", (a.sizes, b.sizes))
+    if not template_fusable(a, b, shared.sizes):
+        template, other = (a, b) if a.template is not None else (b, a)
+        return Refusal("template", (template.symbol, other.symbol))
     stored = {
         s.buffer: substitute(s.index, shared.first) for s in a.body.ops if isinstance(s, Store)
     }
@@ -72,10 +110,55 @@ def shared_loops(a: Node, b: Node) -> Join | None:
         if not isinstance(load, Load) or load.source not in a.results:
             continue
         if load.mask is not None or load.indirect is not None:
-            return None
-        if not equal(substitute(load.index, shared.second), stored[load.source]):
-            return None
+            return Refusal("indirect-read", (b.symbol, load.source.name))
+        index = substitute(load.index, shared.second)
+        if not equal(index, stored[load.source]):
+            found = (b.symbol, load.source.name, index, a.symbol, stored[load.source])
+            return Refusal("index", found)
     return shared
+
+
+def legal_fusion(a: Node, b: Node, block: Block, position, max_parts: int) -> Join | Refusal:
+    """How `a` (earlier) and `b` fuse, or the first rule that refuses them."""
+    parts = a.symbol.count("_") + b.symbol.count("_") + 2
+    if parts > max_parts:
+        return Refusal("max-fusion-size", (parts, max_parts))
+    through = creates_cycle(a, b, block, position)
+    if through is not None:
+        return Refusal("cycle", (b.symbol, a.symbol, _name(through)))
+    return shared_loops(a, b)
+
+
+def _name(op: Operation) -> str:
+    return f"@{op.symbol}" if op.symbol else f"%{op.results[0].name}" if op.results else op.name
+
+
+class Remarks:
+    """fuse's decisions as remarks at the later node of each pair: to the diagnostic handlers in
+    scope (mind-opt --remarks) and to the fusion log. Each refused pair is reported once."""
+
+    def __init__(self, graph: str):
+        self.graph = graph
+        self.reported: set[tuple[str, str]] = set()
+
+    @staticmethod
+    def wanted() -> bool:
+        return handled() or log.isEnabledFor(logging.INFO)
+
+    def refused(self, a: Node, b: Node, score: int, refusal: Refusal) -> None:
+        if (a.symbol, b.symbol) not in self.reported:
+            self.reported.add((a.symbol, b.symbol))
+            message = f"@{a.symbol} + @{b.symbol}: not fused {refusal}; would save {score} bytes"
+            self._emit(message, b, logging.DEBUG)
+
+    def fused(self, a: Node, b: Node, score: int, node: Node) -> None:
+        message = f"@{a.symbol} + @{b.symbol}: fused into @{node.symbol}, saving {score} bytes"
+        self._emit(message, b, logging.INFO)
+
+    def _emit(self, message: str, at: Node, level: int) -> None:
+        diagnostic = Diagnostic(message, at.loc, "remark")
+        emit(diagnostic)
+        log.log(level, "@%s: %s", self.graph, diagnostic.head())
 
 
 def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
@@ -90,6 +173,7 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
         sizes=shared.sizes,
         device=a.device,
         origins=sorted({*(a.origins or []), *(b.origins or [])}),
+        template=a.template or b.template,
         results=[v.type for v in kept],
         names=[v.name for v in kept],
         regions=[Region()],
@@ -136,8 +220,11 @@ def toposort(block: Block) -> None:
     block.reorder([*order, terminator])
 
 
-def best_fusion(graph: Operation, max_parts: int) -> tuple[Node, Node, Join] | None:
-    """The legal pair with the highest score (ties: the closest, then the earliest)."""
+def best_fusion(
+    graph: Operation, max_parts: int, remarks: Remarks | None = None
+) -> tuple[Node, Node, Join, int] | None:
+    """The legal pair with the highest score (ties: the closest, then the earliest), and its
+    score. Pairs that share no buffer are not weighed; `remarks` hears of each refusal."""
     block = graph.body
     position = {op: i for i, op in enumerate(block.ops)}
     nodes = [op for op in block.ops if isinstance(op, Node)]
@@ -145,22 +232,24 @@ def best_fusion(graph: Operation, max_parts: int) -> tuple[Node, Node, Join] | N
     best, best_key = None, None
     for i, a in enumerate(nodes):
         for b in nodes[i + 1 :]:
-            if a.symbol.count("_") + b.symbol.count("_") + 2 > max_parts:
-                continue
             key = (score(a, b, block, read_sets), position[a] - position[b])
             if key[0] <= 0 or (best_key is not None and key <= best_key):
                 continue
-            if creates_cycle(a, b, block, position):
-                continue
-            shared = shared_loops(a, b)
-            if shared is not None:
-                best, best_key = (a, b, shared), key
+            found = legal_fusion(a, b, block, position, max_parts)
+            if isinstance(found, Join):
+                best, best_key = (a, b, found, key[0]), key
+            elif remarks is not None:
+                remarks.refused(a, b, key[0], found)
     return best
 
 
 def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
-    while (found := best_fusion(graph, max_parts)) is not None:
-        fuse_pair(*found, graph.body)
+    remarks = Remarks(graph.symbol) if Remarks.wanted() else None
+    while (found := best_fusion(graph, max_parts, remarks)) is not None:
+        a, b, shared, saved = found
+        node = fuse_pair(a, b, shared, graph.body)
+        if remarks is not None:
+            remarks.fused(a, b, saved, node)
         toposort(graph.body)
 
 
@@ -170,7 +259,7 @@ class Fuse(GraphPass, name="fuse", input="scheduled"):
 
     `max-fusion-size` caps the nodes in one kernel (Inductor's config.max_fusion_size)."""
 
-    max_fusion_size: int = 64
+    max_fusion_size: int = option(64, "the most nodes one fused kernel may hold")
 
     def run_graph(self, graph: Operation) -> None:
         fuse_graph(graph, self.max_fusion_size)

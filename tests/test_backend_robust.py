@@ -130,7 +130,7 @@ def test_fallback_of_a_symbolic_graph_gives_eagers_answer(fn, monkeypatch):
     """Generation fails on purpose: the graph binds size arithmetic (`operator.floordiv`), which
     the rebuild from text bound through `getitem`."""
 
-    def broken(graph, dump, pipeline):
+    def broken(graph, dump, *passes):
         raise RuntimeError("generation failed on purpose")
 
     monkeypatch.setattr(backend, "generate", broken)
@@ -148,10 +148,10 @@ def test_failure_in_a_backward_graph_falls_back_inside_backward(monkeypatch):
     """The backward compiles lazily, inside `loss.backward()`: its fallback must happen there."""
     real = backend.generate
 
-    def fail_backward(graph, dump, pipeline):
+    def fail_backward(graph, dump, *passes):
         if graph.symbol.endswith("_backward"):
             raise RuntimeError("backward generation failed on purpose")
-        return real(graph, dump, pipeline)
+        return real(graph, dump, *passes)
 
     monkeypatch.setattr(backend, "generate", fail_backward)
     w = torch.randn(6, requires_grad=True)

@@ -102,7 +102,7 @@ def test_an_exception_in_a_pass_is_an_internal_error_naming_the_pass(monkeypatch
     path = str(LIT / "triton" / "seed.scheduled")
     assert mind_opt.main([path, "--pass=fuse"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"{path}: internal error in pass 'fuse': RuntimeError: a bug")
+    assert err.startswith(f"error: {path}: internal error in pass 'fuse': RuntimeError: a bug")
     assert "Traceback" not in err
 
 

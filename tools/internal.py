@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from mind.ir.diagnostics import Diagnostic
     from mind.passes.manager import PassManager
 
 
@@ -25,11 +26,15 @@ class Progress:
         return f"pass '{running}'" if running is not None else self.step
 
 
-def internal_error(tool: str, exc: BaseException, where: str, filename: str) -> str:
+def internal_error(tool: str, exc: BaseException, where: str, filename: str) -> Diagnostic:
+    """One error naming the input, the step and the innermost frame (and, with
+    `MIND_TRACEBACK=1`, the traceback)."""
+    from mind.ir.diagnostics import Diagnostic
+
     frames = traceback.extract_tb(exc.__traceback__)
     at = f" [{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}]" if frames else ""
     text = f"{filename}: internal error in {where}: {type(exc).__name__}: {exc}{at}"
     text += f"\n({tool} failed on this input: a bug in mind, please report it with the input)"
     if os.environ.get("MIND_TRACEBACK"):
         text += "\n" + "".join(traceback.format_exception(exc))
-    return text
+    return Diagnostic(text)
