@@ -23,6 +23,7 @@ from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.ir import dtypes as dt
 from mind.ir.attributes import format_attr
+from mind.ir.constraints import TENSOR
 from mind.ir.core import Block, Operation, Region, Value, fresh_name, iter_values, map_values
 from mind.ir.diagnostics import located
 from mind.ir.dtypes import DType
@@ -250,6 +251,18 @@ def _takes(fn: Callable, args: list, kwargs: dict) -> bool:
     return True
 
 
+def _self_is_tensor(op: Operation) -> bool:
+    """Whether an ATen op's `self`, where its schema has a Tensor there, is a tensor value:
+    lowerings read it as one (a number or a size there runs as an ATen call)."""
+    from mind.dialects.aten import overload
+
+    target = overload(op.name)
+    params = target._schema.arguments if target is not None else []
+    if not params or params[0].name != "self" or str(params[0].type) != "Tensor":
+        return True
+    return bool(op.args) and isinstance(op.args[0], Value) and TENSOR(op.args[0].type)
+
+
 def _defines(op: Operation) -> bool:
     """Whether `op`'s results hold a size symbol none of its operands holds: a data-dependent
     value (`item()`, Inductor's unbacked symbol) that only running the op gives."""
@@ -269,8 +282,8 @@ def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     ctx.base = op.results[0].name if op.results else ctx.origin
     key = op.symbol if op.name == "aten.call" else op.name
     fn = None if _exotic(op) else lowering_for(key)
-    if fn is not None and not _takes(fn, args, kwargs):  # an overload the lowering does not
-        fn = None  # cover (`round.decimals` under the packet's lowering): an ATen call
+    if fn is not None and not (_takes(fn, args, kwargs) and _self_is_tensor(op)):
+        fn = None  # an overload the lowering does not cover (`round.decimals`): an ATen call
     mark = len(ctx.block.ops)
     produced = None
     if fn is not None:

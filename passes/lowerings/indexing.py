@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
+from mind.ir.diagnostics import MindError
 
 from . import Unsupported, register_lowering
 from .common import is_tensor, norm_dim
@@ -73,6 +74,8 @@ def index(ctx, x, indices):
     out = ctx.out
     indices = list(indices) + [None] * (x.type.rank - len(indices))
     used = [d for d, t in enumerate(indices) if t is not None]
+    if not used:
+        raise MindError("'aten.index.Tensor' needs at least one index tensor")
     if any(not is_tensor(indices[d]) or indices[d].type.dtype in (dt.b8, dt.u8) for d in used):
         raise Unsupported("boolean mask indices (data-dependent shape)")
     nb = max(indices[d].type.rank for d in used)
