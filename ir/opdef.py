@@ -231,8 +231,8 @@ class Op(Operation):
     ) -> Any:
         """The op `name` (a name this class is registered under) with its fields given by name;
         attributes keep the order given, and an optional one given as None is left out (a
-        required one keeps None, which its constraint may allow). `attrs`
-        adds undeclared attributes (an ATen call's keyword arguments)."""
+        required one keeps None, which its constraint may allow). `attrs` adds undeclared
+        attributes (an ATen call's keyword arguments)."""
         args: list[Any] = []
         for f in cls.decl.args:
             if f.name in fields:
