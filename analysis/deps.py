@@ -134,7 +134,7 @@ def node_deps(op: Node) -> dict[str, list[Dep]]:
 def set_node_deps(op: Node) -> None:
     """Recompute a node's deps and put its attributes in their printed order."""
     attrs = {**op.attrs, **node_deps(op)}
-    op.attrs = {k: attrs[k] for k in NODE_ATTRS} | {
+    op.attrs = {k: attrs[k] for k in NODE_ATTRS if k in attrs} | {
         k: v for k, v in attrs.items() if k not in NODE_ATTRS
     }
 

@@ -2,6 +2,7 @@
 strategies that rebuild them (codegen/split.py, codegen/template.py) match on: the op defining
 each body value, the ops a value depends on, and structural equality of values (a fused body
 reloads and recomputes what it already has, so the same quantity appears as several values)."""
+
 from __future__ import annotations
 
 from mind.dialects.scheduled import Reduction

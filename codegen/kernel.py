@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import sympy
-from mind.dialects.loops import Load
+from mind.dialects.loops import CheckIndex, Load
+from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.scheduled import Node
 from mind.dialects.triton import (
+    DeviceAssert,
     block_dim,
     broadcast_shapes,
     dtype_of,
@@ -77,7 +79,7 @@ class KernelBuilder:
             "origins": list(node.origins or []),
         }
         self.kernel = Operation(
-            "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))]
+            "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))], loc=node.loc
         )
         named = {a.name: a for a in args}
         self.numels = {g.prefix: named[f"{g.prefix}numel"] for g in tiling.groups}
@@ -132,8 +134,9 @@ class KernelBuilder:
         return scope.block.append(op).result
 
     def emit_op(self, scope: Scope, name: str, args: list[Value], dtype, attrs=None) -> Value:
+        """An elementwise op; its result varies along the groups its operands vary along."""
         shape = broadcast_shapes([shape_of(a) for a in args])
-        return self.emit(scope, name, args, dtype, shape, attrs)
+        return self.track(self.emit(scope, name, args, dtype, shape, attrs), dict(enumerate(args)))
 
     def index(self, scope: Scope, expr, indirect=(), dtype=None) -> Value:
         """A flat index over p vars as a `triton.index` over this scope's vars (reused when the
@@ -249,7 +252,18 @@ class KernelBuilder:
             handler(scope, op)
             return
         args = [scope.values[a] for a in op.operands]
+        if SCALAR_OPS[op.kind].divides and not dtype_of(args[1]).is_floating_point:
+            self.check_divisor(scope, args[1])
         scope.values[op.result] = self.emit_op(scope, op.kind, args, op.result.type.dtype)
+
+    def check_divisor(self, scope: Scope, divisor: Value) -> None:
+        """Integer division by zero raises in eager on CPU (CUDA returns a number, and so does
+        a CUDA kernel): on CPU, where Inductor's kernels throw too, the kernel asserts."""
+        device = self.node.device
+        if device is not None and device.type == "cpu":
+            zero = self.full(scope, 0, dtype_of(divisor), (1,) * self.tiling.groups[0].rank)
+            nonzero = self.emit_op(scope, "ne", [divisor, zero], dt.b8)
+            self.device_assert(scope, nonzero, "ZeroDivisionError")
 
     def on_load(self, scope: Scope, op: Operation) -> None:
         src = op.source
@@ -269,12 +283,15 @@ class KernelBuilder:
                 attrs["other"] = op.other
         if self.eviction is not None:
             attrs["eviction_policy"] = self.eviction
+        if not shape_of(offset):  # one element (a 0-d input): loaded as a block, as Inductor does
+            offset = self.block_offset(scope, op.index, offset, (1,) * self.tiling.groups[0].rank)
         shape = broadcast_shapes(
             [shape_of(offset)] + ([shape_of(mask)] if mask is not None else [])
         )
-        scope.values[op.result] = self.emit(
-            scope, "load", [self.ptrs[src], offset], src.type.dtype, shape, attrs
-        )
+        loaded = self.emit(scope, "load", [self.ptrs[src], offset], src.type.dtype, shape, attrs)
+        # a loaded value varies along its offset's groups: an index read from it (a gather)
+        # needs their masks too, or masked-off lanes read through a garbage index
+        scope.values[op.result] = self.track(loaded, {"offset": offset})
 
     def on_store(self, scope: Scope, op: Operation) -> None:
         index = op.index
@@ -284,12 +301,34 @@ class KernelBuilder:
             v = self.emit(scope, "cast", [v], ptr_dtype(ptr.type), shape_of(v))
         offset = self.index(scope, index)
         if shape_of(v) and not shape_of(offset):  # one location written from a block (xnumel 1)
-            expr = sympy.sympify(index).subs(self.subs)
-            kind, arg = ("full", as_int_like(expr)) if expr.is_Integer else ("broadcast_to", offset)
-            offset = self.emit(scope, kind, [arg], dtype_of(offset), shape_of(v))
+            offset = self.block_offset(scope, index, offset, shape_of(v))
         mask = self.mask(scope, self.groups_of(offset))
         op = Operation("triton.store", [ptr, offset, v], {"mask": mask} if mask is not None else {})
         scope.block.append(op)
+
+    def block_offset(self, scope: Scope, index, offset: Value, shape: tuple) -> Value:
+        """A scalar offset as a block of `shape` (the interpreter cannot mix 0-d and blocks)."""
+        expr = sympy.sympify(index).subs(self.subs)
+        kind, arg = ("full", as_int_like(expr)) if expr.is_Integer else ("broadcast_to", offset)
+        return self.emit(scope, kind, [arg], dtype_of(offset), shape)
+
+    def on_check_index(self, scope: Scope, op: CheckIndex) -> None:
+        """`0 <= index < bound` as a device assert over the lanes in range, as Inductor emits."""
+        index, bound = scope.values[op.index], scope.values[op.bound]
+        zero = self.full(scope, 0, dtype_of(index), (1,) * self.tiling.groups[0].rank)
+        above = self.emit_op(scope, "ge", [index, zero], dt.b8)
+        below = self.emit_op(scope, "lt", [index, bound], dt.b8)
+        ok = self.emit_op(scope, "logical_and", [above, below], dt.b8)
+        self.device_assert(scope, ok, "index out of bounds")
+        scope.values[op.result] = index
+
+    def device_assert(self, scope: Scope, ok: Value, message: str) -> None:
+        """Assert `ok` on the lanes in range (the masks of this scope)."""
+        lanes = [g for g in self.tiling.groups if f"{g.prefix}mask" in scope.indices]
+        mask = self.mask(scope, lanes)
+        scope.block.append(
+            DeviceAssert.build("triton.device_assert", ok=ok, msg=message, mask=mask)
+        )
 
     def on_constant(self, scope: Scope, op: Operation) -> None:
         shape = (1,) * self.tiling.groups[0].rank

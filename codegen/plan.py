@@ -10,6 +10,7 @@ strategy is a new module in codegen/ and one line in STRATEGIES (codegen/__init_
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
@@ -55,9 +56,15 @@ class KernelPlan:
     temporaries: list[Value] = field(default_factory=list)
 
 
+def python_name(text: str) -> str:
+    """`text` with what a Python name cannot hold replaced (origins and graph symbols are any
+    string in IR text; kernels and wrappers are Python functions named after them)."""
+    return re.sub(r"[^0-9A-Za-z_]", "_", text)
+
+
 def kernel_name(prefix: str, origins: list[str], index: int) -> str:
     """Inductor's kernel names: `triton_per_fused_add_mul_relu_sum_0`."""
-    fused = "_".join(sorted(set(origins)))
+    fused = python_name("_".join(sorted(set(origins))))
     return f"triton_{prefix}_fused_{fused}_{index}" if fused else f"triton_{prefix}_fused_{index}"
 
 

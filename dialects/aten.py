@@ -19,9 +19,21 @@ from typing import Any
 
 import torch
 import torch.fx
-from mind.ir.constraints import ANY
+from mind.ir.constraints import (
+    ANY,
+    ANY_TYPE,
+    INDEX,
+    NONE,
+    NUMBER,
+    OPAQUE,
+    TENSOR,
+    Constraint,
+    list_of,
+    tuple_of,
+    value,
+)
 from mind.ir.core import Block, Operation, Region, Value
-from mind.ir.diagnostics import MindError
+from mind.ir.diagnostics import MindError, located
 from mind.ir.opdef import ArgField, Field, OpDecl, OpDef, ResultField, VarResultField
 from mind.ir.registry import Dialect, VerifyError, lookup_op, register_dialect
 from mind.ir.types import TensorType, contiguous_strides
@@ -54,15 +66,49 @@ def _resolve(name: str) -> OpDef | None:
         return None
     schema = target._schema
     fields: list[Field] = [
-        ArgField(ANY, a.has_default_value(), a.name) for a in schema.arguments if not a.kwarg_only
+        ArgField(_constraint(a.real_type), a.has_default_value(), a.name)
+        for a in schema.arguments
+        if not a.kwarg_only
     ]
     if any(isinstance(r.type, torch.ListType) for r in schema.returns):
-        fields.append(VarResultField(name="results"))
+        fields.append(VarResultField(_RESULT, name="results"))
     else:
-        fields += [ResultField(name=r.name or f"result{i}") for i, r in enumerate(schema.returns)]
+        fields += [
+            ResultField(
+                _RESULT if isinstance(r.type, torch.TensorType) else ANY_TYPE,
+                name=r.name or f"result{i}",
+            )
+            for i, r in enumerate(schema.returns)
+        ]
     return OpDef(
         name, OpDecl.of(fields), open_attrs=True, verify=_verify_overload, summary=str(schema)
     )
+
+
+#: a Tensor argument: an SSA value, or a number the dispatcher wraps (`aten.mul.Tensor(%x, 2)`)
+_TENSOR = value() | NUMBER
+#: an int argument (a dim, a size): an integer, an index expression or an SSA value (a SymInt)
+_INT = INDEX | value()
+#: what a Tensor result is typed: a tensor (or `!none` where an output is not computed)
+_RESULT = TENSOR | OPAQUE
+
+
+def _constraint(t: torch.JitType) -> Constraint:
+    """What an argument of schema type `t` (its real type: a dtype is no int) may hold:
+    tensors and ints, alone, optional or in lists, are checked; other arguments hold any
+    attribute."""
+    if isinstance(t, torch.OptionalType):
+        inner = _constraint(t.getElementType())
+        return ANY if inner is ANY else inner | NONE
+    if isinstance(t, torch.TensorType):
+        return _TENSOR
+    if isinstance(t, torch.IntType | torch.SymIntType):
+        return _INT
+    if isinstance(t, torch.ListType) and _constraint(t.getElementType()) is not ANY:
+        item = _constraint(t.getElementType())
+        many = list_of(item) | tuple_of(item, ...)
+        return many | _INT if item is _INT else many  # `int[1] dim` takes one int too
+    return ANY
 
 
 def _verify_overload(op: Operation) -> None:
@@ -87,13 +133,15 @@ def _meta_tensor(value: Value) -> torch.Tensor | None:
 
 def _check_result_types(op: Operation) -> None:
     """Run the op on meta tensors and compare dtype and sizes with the declared result types."""
-    metas = {v: _meta_tensor(v) for v in op.operands}
-    if any(m is None for m in metas.values()):
-        return
     try:
+        metas = {v: _meta_tensor(v) for v in op.operands}
+        if any(m is None for m in metas.values()):
+            return
         out = overload(op.name)(*from_attr(op.args, metas), **from_attr(dict(op.attrs), metas))
-    except Exception:  # no meta kernel, data-dependent output: nothing to compare against
-        return
+    except (IndexError, TypeError) as exc:  # torch refuses the arguments (a dim out of range)
+        raise VerifyError(f"'{op.name}' rejects its arguments: {exc}", op.loc) from None
+    except Exception:  # no meta kernel, data-dependent output, sizes torch cannot allocate even
+        return  # on meta: nothing to compare against
     outs = out if isinstance(out, tuple | list) else (out,)
     for result, computed in zip(op.results, outs):
         declared = result.type
@@ -176,35 +224,47 @@ def export_graph(graph_op: Operation) -> torch.fx.GraphModule:
     root = torch.nn.Module()
     nodes: dict[Value, torch.fx.Node] = {a: graph.placeholder(a.name) for a in graph_op.body.args}
     for op in graph_op.body.ops:
-        if op.name == "aten.output":
-            graph.output(tuple(from_attr(op.args, nodes)))
-        elif op.name == "aten.constant":
-            root.register_buffer(op.symbol, _constant(op))
-            nodes[op.result] = graph.get_attr(op.symbol)
-        else:
-            target = resolve(op.symbol) if op.name == "aten.call" else overload(op.name)
-            if target is None:
-                raise MindError(f"'{op.name}' cannot be executed", op.loc)
-            node = graph.call_function(
-                target, tuple(from_attr(op.args, nodes)), from_attr(dict(op.attrs), nodes)
-            )
-            if op.results:  # (an op with none, `_assert_scalar`, keeps fx's name)
-                node.name = (
-                    op.results[0].name if len(op.results) == 1 else f"{op.results[0].name}_tuple"
-                )
-            _bind_results(graph, op, node, nodes)
+        with located(op.loc):
+            _export_op(op, graph, root, nodes)
     return torch.fx.GraphModule(root, graph)
 
 
+def _export_op(op: Operation, graph: torch.fx.Graph, root: torch.nn.Module, nodes: dict) -> None:
+    if op.name == "aten.output":
+        graph.output(tuple(from_attr(op.args, nodes)))
+        return
+    if op.name == "aten.constant":
+        root.register_buffer(op.symbol, _constant(op))
+        nodes[op.result] = graph.get_attr(op.symbol)
+        return
+    target = resolve(op.symbol) if op.name == "aten.call" else overload(op.name)
+    if target is None or not callable(target):
+        raise MindError(f"'{op.name}' cannot be executed", op.loc)
+    node = graph.call_function(
+        target, tuple(from_attr(op.args, nodes)), from_attr(dict(op.attrs), nodes)
+    )
+    if op.results:
+        node.name = op.results[0].name + ("_tuple" if len(op.results) > 1 else "")
+        _bind_results(graph, op, node, nodes)
+
+
 def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nodes: dict) -> None:
-    results = lookup_op(op.name).decl.results
-    if len(op.results) == 1 and len(results) == 1 and not results[0].variadic:
+    if not _returns_sequence(node.target):
         nodes[op.result] = node
         return
     for i, result in enumerate(op.results):
         item = graph.call_function(operator.getitem, (node, i))
         item.name = result.name
         nodes[result] = item
+
+
+def _returns_sequence(target: Any) -> bool:
+    """Whether `target` returns a tuple or list (one IR result per element): an overload whose
+    schema says so; never a plain Python callable (`operator.floordiv` on sizes)."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    returns = target._schema.returns
+    return len(returns) != 1 or isinstance(returns[0].type, torch.ListType)
 
 
 def _constant(op: Operation) -> torch.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mind.ir.constraints import ANY, INDEX, LAID_OUT, NUMBER, TENSOR, list_of
 from mind.ir.core import Operation, Value
-from mind.ir.opdef import Op, attr, operand, region, result, var_args, var_results
+from mind.ir.opdef import Op, Verifier, attr, operand, region, result, var_args, var_results
 from mind.ir.registry import Dialect, VerifyError
 from mind.ir.types import TensorType
 
@@ -62,12 +62,16 @@ def verify_reinterpret(op: Reinterpret) -> None:
 
 
 def add_graph_ops(
-    dialect: Dialect, output: type[Op] = Output, name: str = "graph", summary: str = ""
+    dialect: Dialect,
+    output: type[Op] = Output,
+    name: str = "graph",
+    summary: str = "",
+    verify: Verifier | None = None,
 ) -> None:
     """`<dialect>.graph @name(%arg: T, ...) { ... <dialect>.output(...) }`."""
     terminator = f"{dialect.name}.output"
     traits = dict(symbol=True, signature=True, terminator=terminator, **_summary(summary))
-    dialect.add(name, Graph, **traits)
+    dialect.add(name, Graph, verify=verify, **traits)
     dialect.add("output", output)
 
 

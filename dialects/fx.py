@@ -12,11 +12,14 @@ Keyword arguments of a call are the op's attributes.
 
 from __future__ import annotations
 
+import inspect
+import keyword
+
 import torch
 import torch.fx
 from mind.ir.constraints import STR, list_of
 from mind.ir.core import Block, Operation, Region, Value
-from mind.ir.diagnostics import MindError
+from mind.ir.diagnostics import MindError, located
 from mind.ir.opdef import Op, arg, opt_attr, result, var_args
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
@@ -106,28 +109,51 @@ def export_graph(
     graph = torch.fx.Graph()
     nodes: dict[Value, torch.fx.Node] = {}
     for op in graph_op.body.ops:
-        kind = op.name.split(".", 1)[1]
-        if kind == "output":
-            graph.output(from_attr(op.value, nodes))
-            continue
-        if kind in ("get_attr", "call_module") and op.symbol not in attributes:
-            raise MindError(
-                f"'{op.name} @{op.symbol}' needs the object it names; pass it in `attributes`",
-                op.loc,
-            )
-        target = resolve(op.symbol) if kind == "call_function" else op.symbol
-        node = graph.create_node(
-            kind,
-            target,
-            tuple(from_attr(op.args, nodes)),
-            from_attr(dict(op.attrs), nodes),
-            op.result.name,
-        )
-        nodes[op.result] = node
+        with located(op.loc):
+            _export_op(op, graph, nodes, attributes)
     root = torch.nn.Module()
     for name, obj in attributes.items():
         setattr(root, name, obj)
     return torch.fx.GraphModule(root, graph)
+
+
+def _export_op(op: Operation, graph: torch.fx.Graph, nodes: dict, attributes: dict) -> None:
+    kind = op.name.split(".", 1)[1]
+    if kind == "output":
+        graph.output(from_attr(op.value, nodes))
+        return
+    if kind in ("get_attr", "call_module") and op.symbol not in attributes:
+        raise MindError(
+            f"'{op.name} @{op.symbol}' needs the object it names; pass it in `attributes`", op.loc
+        )
+    if kind in ("placeholder", "call_method") and not _is_identifier(op.symbol):
+        raise MindError(f"'{op.name} @{op.symbol}' needs a Python identifier", op.loc)
+    if kind == "placeholder" and op.symbol in {n.target for n in graph.find_nodes(op=kind)}:
+        raise MindError(f"a second placeholder named '@{op.symbol}'", op.loc)
+    target = resolve(op.symbol) if kind == "call_function" else op.symbol
+    args, kwargs = tuple(from_attr(op.args, nodes)), from_attr(dict(op.attrs), nodes)
+    if kind == "call_function":
+        _check_call(op, target, args, kwargs)
+    nodes[op.result] = graph.create_node(kind, target, args, kwargs, op.result.name)
+
+
+def _check_call(op: Operation, target: object, args: tuple, kwargs: dict) -> None:
+    """`target` is callable with these arguments, where Python can tell (`operator.add` takes
+    two): fx writes the call as code, which would fail on the whole graph, far from the op."""
+    if not callable(target):
+        raise MindError(f"'@{op.symbol}' is not callable", op.loc)
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin or an operator overload without one
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise MindError(f"'@{op.symbol}' cannot take these arguments: {exc}", op.loc) from None
+
+
+def _is_identifier(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
 
 
 def example_inputs(graph_op: Operation) -> list:

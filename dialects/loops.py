@@ -17,6 +17,7 @@ from mind.ir.constraints import (
     SCALAR,
     STR,
     TENSOR,
+    Constraint,
     dtype_is,
     list_of,
     one_of,
@@ -75,6 +76,18 @@ class Cast(Op):
     result = result(SCALAR)
 
 
+#: an i64 scalar: what an index read from a tensor is
+I64 = Constraint("i64", lambda t: SCALAR(t) and t.dtype == dt.i64)
+
+
+class CheckIndex(Op):
+    """The index, asserting 0 <= index < bound (a gather's bounds check: a device assert)"""
+
+    index = operand(I64)
+    bound = operand(I64)
+    result = result(I64)
+
+
 class Yield(Op):
     """The element's value (or the value to reduce)"""
 
@@ -106,6 +119,7 @@ def register_body_ops(dialect: Dialect) -> None:
     dialect.add("constant", Constant)
     dialect.add("index", Index)
     dialect.add("cast", Cast)
+    dialect.add("check_index", CheckIndex)
     dialect.add("yield", Yield)
 
 
@@ -138,6 +152,8 @@ def _verify_body(op: Pointwise) -> None:
     got = term.value.type.dtype
     if kind is not None and kind.is_index and result != dt.i64:
         raise VerifyError(f"type mismatch: '{op.name}' {kind.name} gives i64, not {result}", op.loc)
+    if kind is not None and 0 in op.reduction_ranges and not kind.empty_is_neutral:
+        raise VerifyError(f"'{op.name}' {kind.name} over no element has no value", op.loc)
     if expected is not None and got != expected:
         raise VerifyError(
             f"type mismatch: '{op.name}' yields {got} for a {expected} result", term.loc

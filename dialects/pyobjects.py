@@ -7,6 +7,7 @@ import builtins
 import importlib
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import sympy
@@ -56,7 +57,12 @@ def resolve(path: str) -> Any:
     obj: Any = ALLOWED_ROOTS[root]
     for i, part in enumerate(rest):
         if not hasattr(obj, part) and i == 0 and root == "torch":
-            obj = importlib.import_module(f"torch.{part}")
+            try:
+                obj = importlib.import_module(f"torch.{part}")
+            except ImportError:
+                raise MindError(
+                    f"'@{path}' does not name an object ('{part}' is missing)"
+                ) from None
             continue
         if not hasattr(obj, part):
             raise MindError(f"'@{path}' does not name an object ('{part}' is missing)")
@@ -64,10 +70,40 @@ def resolve(path: str) -> Any:
     return obj
 
 
+#: torch's own sympy functions (torch.utils._sympy.functions, by name) as the plain sympy that
+#: IR text prints and parses back and that every emitter reads: `FloorDiv` prints `(s0//2)`,
+#: which the grammar cannot read (`//` starts a comment)
+_PLAIN_SYMPY: dict[str, Callable[..., sympy.Expr]] = {
+    "FloorDiv": lambda a, b: sympy.floor(a / b),
+    "CeilDiv": lambda a, b: sympy.ceiling(a / b),
+    "ModularIndexing": lambda x, d, m: sympy.Mod(sympy.floor(x / d), m),
+    "PythonMod": sympy.Mod,
+    "Mod": sympy.Mod,
+    "Max": sympy.Max,
+    "Min": sympy.Min,
+    "PowByNatural": sympy.Pow,
+    "FloorToInt": sympy.floor,
+    "CeilToInt": sympy.ceiling,
+    "Identity": lambda x: x,
+}
+
+
+def plain_sympy(expr: sympy.Expr) -> sympy.Expr:
+    """`expr` with torch's sympy functions replaced by sympy's own (see `_PLAIN_SYMPY`)."""
+    from torch.utils._sympy import functions
+
+    for name, make in _PLAIN_SYMPY.items():
+        cls = getattr(functions, name, None)  # feature test: not every torch has every one
+        if cls is not None and expr.has(cls):
+            expr = expr.replace(cls, make)
+    return expr
+
+
 def sympify_symint(value: Any) -> Any:
-    """A torch SymInt/SymFloat/SymBool (or its sympy expr) as an expression over mind's symbols."""
+    """A torch SymInt/SymFloat/SymBool (or its sympy expr) as an expression over mind's symbols,
+    in plain sympy."""
     expr = value.node.expr if hasattr(value, "node") else value
-    expr = sympy.sympify(expr)
+    expr = plain_sympy(sympy.sympify(expr))
     return as_int_like(expr.xreplace({s: sym(s.name) for s in expr.free_symbols}))
 
 

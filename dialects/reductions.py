@@ -41,6 +41,9 @@ class Reduction:
     upcast: bool = False
     #: how many values it gives
     results: int = 1
+    #: reducing no element gives the neutral value (eager's sum 0, prod 1, any False, all
+    #: True); for the others (max, min, the index kinds) eager raises
+    empty_is_neutral: bool = False
 
     @property
     def is_index(self) -> bool:
@@ -79,19 +82,24 @@ REDUCTIONS: dict[str, Reduction] = {
     r.name: r
     for r in (
         Reduction("sum", "add", "zero", "sum", "tl.sum({v}, {axis}, keep_dims=True).to({dt})",
-                  upcast=True),
+                  upcast=True, empty_is_neutral=True),
         Reduction("prod", "mul", "one", "prod", "triton_helpers.prod({v}, {axis}).to({dt})",
-                  upcast=True),
+                  upcast=True, empty_is_neutral=True),
+        # NaN wins, as in torch (tl.max/tl.min drop it): Inductor's max2/min2 reduce the same way
         Reduction("max", "maximum", "lowest", "amax",
-                  "tl.max({v}, {axis}, keep_dims=True).to({dt})", upcast=True),
+                  "tl.reduce({v}, {axis}, triton_helpers.maximum, keep_dims=True).to({dt})",
+                  upcast=True),
         Reduction("min", "minimum", "highest", "amin",
-                  "tl.min({v}, {axis}, keep_dims=True).to({dt})", upcast=True),
+                  "tl.reduce({v}, {axis}, triton_helpers.minimum, keep_dims=True).to({dt})",
+                  upcast=True),
         Reduction("argmax", "maximum", "lowest", "argmax", "argmax", family="index"),
         Reduction("argmin", "minimum", "highest", "argmin", "argmin", family="index"),
         Reduction("any", "logical_or", "zero", "any",
-                  "tl.max({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical"),
+                  "tl.max({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical",
+                  empty_is_neutral=True),
         Reduction("all", "logical_and", "one", "all",
-                  "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical"),
+                  "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical",
+                  empty_is_neutral=True),
         Reduction("online_softmax", "maximum", "lowest", "amax", "", family="online_softmax",
                   results=2),
         Reduction("welford", "add", "zero", "mean", "", family="welford", upcast=True,

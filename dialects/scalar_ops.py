@@ -5,7 +5,8 @@ the triton dialect on blocks; the lowering builds them by name, the evaluator co
 
 A row: the arity; whether the result is b8 (a predicate); the torch function that computes it
 elementwise (the evaluator's reference); the Python the Triton emitter writes, over the operand
-names `{0}, {1}, {2}`. Math without a `tl` builtin calls `triton_helpers` (mind.runtime), which
+names `{0}, {1}, {2}`; whether an integer zero divisor raises in eager (on CPU: a kernel there
+asserts it is nonzero). Math without a `tl` builtin calls `triton_helpers` (mind.runtime), which
 maps it to libdevice on a GPU and to `tl` primitives in the interpreter.
 """
 
@@ -29,6 +30,8 @@ class ScalarOp:
     torch: str = ""
     #: the Python for Triton, over operand names {0}, {1}, {2}
     triton: str = ""
+    #: divides by its second operand: an integer zero divisor raises in eager on CPU
+    divides: bool = False
 
 
 def _rows(names: str, arity: int, predicate: bool = False) -> list[ScalarOp]:
@@ -102,8 +105,18 @@ _TRITON: dict[str, str] = {
     "where": "tl.where({0}, {1}, {2})",
 }
 
+#: ops whose integer form raises ZeroDivisionError on a zero divisor (CPU eager)
+_DIVIDES = "floordiv mod remainder fmod".split()
+
 SCALAR_OPS: dict[str, ScalarOp] = {
-    r.name: ScalarOp(r.name, r.arity, r.predicate, _TORCH.get(r.name, r.name), _TRITON[r.name])
+    r.name: ScalarOp(
+        r.name,
+        r.arity,
+        r.predicate,
+        _TORCH.get(r.name, r.name),
+        _TRITON[r.name],
+        r.name in _DIVIDES,
+    )
     for r in _ROWS
 }
 

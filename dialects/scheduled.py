@@ -21,11 +21,12 @@ from mind.ir.constraints import (
     tuple_of,
     value,
 )
+from mind.ir.core import Operation
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .common import Call, add_graph_ops, add_memory_ops
-from .loops import ORIGINS, TEMPLATES, register_body_ops
+from .loops import ORIGINS, TEMPLATES, Load, register_body_ops
 from .reductions import KINDS, REDUCTIONS
 
 #: a MemoryDep: (buffer, flat index over its variables, {variable: range})
@@ -81,19 +82,26 @@ class Store(Op):
 
 
 def _verify_writes(op: Node | Extern) -> None:
-    """One write per result, in order: each names the result it writes."""
+    """One write per tensor result, in order: each names the result it writes (an extern's
+    other results, a token or a size, are no buffers)."""
     written = [dep[0] for dep in op.writes]
-    if written != list(op.results):
+    buffers = [r for r in op.results if TENSOR(r.type)]
+    if written != buffers:
         names = ", ".join(f"%{v.name}" for v in written)
         raise VerifyError(
             f"'{op.name}' writes [{names}] but produces "
-            f"[{', '.join('%' + r.name for r in op.results)}]",
+            f"[{', '.join('%' + r.name for r in buffers)}]",
             op.loc,
         )
 
 
 def _verify_node(op: Node) -> None:
     _verify_writes(op)
+    reduces = next((inner for inner in op.body.ops if isinstance(inner, Reduction)), None)
+    if reduces is not None and not op.sizes[1]:
+        raise VerifyError(f"'{reduces.name}' in a node with no r sizes to reduce over", reduces.loc)
+    if reduces is not None and 0 in op.sizes[1]:
+        raise VerifyError(f"'{reduces.name}' over no element (an r size is 0)", reduces.loc)
     own = set(op.results)
     for inner in op.body.ops:
         if isinstance(inner, Store) and inner.buffer not in own:
@@ -101,10 +109,30 @@ def _verify_node(op: Node) -> None:
                 f"'{inner.name}' writes '%{inner.buffer.name}', which its node does not produce",
                 inner.loc,
             )
+    for inner in op.body.ops:
+        if isinstance(inner, Load) and inner.source in own:
+            raise VerifyError(
+                f"'{inner.name}' reads '%{inner.source.name}', which its own node writes",
+                inner.loc,
+            )
+    stored = {inner.buffer for inner in op.body.ops if isinstance(inner, Store)}
+    missing = [r for r in op.results if r not in stored]
+    if missing:
+        raise VerifyError(f"'{op.name}' never stores '%{missing[0].name}'", op.loc)
+
+
+def _verify_graph(op: Operation) -> None:
+    """Nodes have names of their own (passes and kernels are named after them)."""
+    seen: set[str] = set()
+    for inner in op.body.ops:
+        if isinstance(inner, Node):
+            if inner.symbol in seen:
+                raise VerifyError(f"a second node named '@{inner.symbol}'", inner.loc)
+            seen.add(inner.symbol)
 
 
 SCHEDULED = register_dialect(Dialect("scheduled"))
-add_graph_ops(SCHEDULED)
+add_graph_ops(SCHEDULED, verify=_verify_graph)
 SCHEDULED.add("node", Node, symbol=True, own_results=True, verify=_verify_node)
 SCHEDULED.add(
     "extern", Extern, symbol=True, own_results=True, open_attrs=True, verify=_verify_writes

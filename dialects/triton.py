@@ -126,7 +126,7 @@ class Kernel(Op):
 class ProgramId(Op):
     """tl.program_id(axis)"""
 
-    axis = arg(INT)
+    axis = arg(one_of(0, 1, 2))
     result = result(TENSOR)
 
 
@@ -144,6 +144,13 @@ class ExpandDims(Op):
     value = operand(TENSOR)
     axis = arg(INT)
     result = result(TENSOR)
+
+
+def _verify_axis(op: ExpandDims | Reduce | ReduceIndex) -> None:
+    """An axis of the operand (expand_dims may also add one after the last)."""
+    rank = len(shape_of(op.value)) + (1 if isinstance(op, ExpandDims) else 0)
+    if not 0 <= op.axis < rank:
+        raise VerifyError(f"'{op.name}' axis {op.axis} is not in [0, {rank})", op.loc)
 
 
 class IndexOp(Op):
@@ -194,6 +201,14 @@ def _verify_store(op: Store) -> None:
         raise VerifyError(
             f"type mismatch: store of {dtype_of(op.value)} to a {dtype} pointer", op.loc
         )
+
+
+class DeviceAssert(Op):
+    """tl.device_assert(ok, msg, mask): the kernel compiles with debug=True"""
+
+    ok = operand(dtype_is(dt.b8))
+    msg = attr(STR)
+    mask = opt_attr(MASK)
 
 
 class Full(Op):
@@ -368,10 +383,11 @@ TRITON = register_dialect(Dialect("triton"))
 TRITON.add("kernel", Kernel, symbol=True, signature=True)
 TRITON.add("program_id", ProgramId)
 TRITON.add("arange", Arange)
-TRITON.add("expand_dims", ExpandDims)
+TRITON.add("expand_dims", ExpandDims, verify=_verify_axis)
 TRITON.add("index", IndexOp, verify=_verify_index)
 TRITON.add("load", Load, verify=_verify_load)
 TRITON.add("store", Store, verify=_verify_store)
+TRITON.add("device_assert", DeviceAssert)
 TRITON.add("full", Full)
 TRITON.add("cast", Convert, summary="value.to(dtype)")
 TRITON.add("broadcast_to", Convert, summary="tl.broadcast_to the result shape")
@@ -381,8 +397,8 @@ register_scalar_ops(
     _verify_elementwise,
     "A scalar op on blocks: the scalar dtype rule, shapes broadcast",
 )
-TRITON.add("reduce", Reduce)
-TRITON.add("reduce_index", ReduceIndex)
+TRITON.add("reduce", Reduce, verify=_verify_axis)
+TRITON.add("reduce_index", ReduceIndex, verify=_verify_axis)
 TRITON.add("combine_index", CombineIndex)
 TRITON.add("dot", Dot, verify=_verify_dot)
 TRITON.add("for", For, signature=True, verify=_verify_for)

@@ -16,7 +16,7 @@ import sympy
 import torch
 from mind.dialects.aten import overload
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
-from mind.dialects.loops import Cast, Constant, Index, Load, Reduction, View, Yield
+from mind.dialects.loops import Cast, CheckIndex, Constant, Index, Load, Reduction, View, Yield
 from mind.dialects.pyobjects import from_attr
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
@@ -222,8 +222,21 @@ class Body:
     def cast(self, op: Cast) -> torch.Tensor:
         return self.values[op.x].to(to_torch(op.result.type.dtype))
 
+    def check_index(self, op: CheckIndex) -> torch.Tensor:
+        """The index, or an error where one is out of bounds (eager's IndexError)."""
+        index, bound = self.values[op.index], self.values[op.bound]
+        if bool(((index < 0) | (index >= bound)).any()):
+            raise IndexError(f"index out of bounds: 0 <= index < {int(bound)}")
+        return index
 
-Body.OPS = {"load": Body.load, "constant": Body.constant, "index": Body.index, "cast": Body.cast}
+
+Body.OPS = {
+    "load": Body.load,
+    "constant": Body.constant,
+    "index": Body.index,
+    "cast": Body.cast,
+    "check_index": Body.check_index,
+}
 
 # -- nodes --------------------------------------------------------------------------------------
 

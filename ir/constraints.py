@@ -15,6 +15,7 @@ import sympy
 
 from .core import Value
 from .dtypes import Device, DType
+from .symbols import is_integral
 from .types import OpaqueType, ScalarType, SymType, TensorType, Type
 
 
@@ -46,15 +47,16 @@ INT = Constraint("int", _is_int)
 STR = Constraint("str", lambda x: isinstance(x, str))
 #: a number literal: what a scalar constant or a masked load's `other` holds
 NUMBER = Constraint("number", lambda x: isinstance(x, bool | int | float))
-#: an index expression: an int or a sympy expression (over p vars, sizes, block sizes)
-INDEX = Constraint("index", lambda x: _is_int(x) or isinstance(x, sympy.Expr))
+#: an index expression: an int or integer sympy arithmetic (over p vars, sizes, block sizes)
+INDEX = Constraint("index", lambda x: _is_int(x) or (isinstance(x, sympy.Expr) and is_integral(x)))
 DTYPE = Constraint("dtype", lambda x: isinstance(x, DType))
 DEVICE = Constraint("device", lambda x: isinstance(x, Device))
 
 
-def one_of(*choices: str) -> Constraint:
+def one_of(*choices: str | int) -> Constraint:
+    """One of the given strings or ints (of that type: True is no 1)."""
     text = " | ".join(json.dumps(c) for c in choices)
-    return Constraint(text, lambda x: isinstance(x, str) and x in choices)
+    return Constraint(text, lambda x: any(type(x) is type(c) and x == c for c in choices))
 
 
 def list_of(item: Constraint) -> Constraint:

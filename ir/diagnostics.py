@@ -116,3 +116,14 @@ def user_stacklevel(packages: tuple[str, ...] = ("mind", "torch", "triton")) -> 
     while frame is not None and internal(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
+
+
+@contextmanager
+def located(loc: Location | None) -> Iterator[None]:
+    """Errors raised inside without a location get `loc` (the op being processed)."""
+    try:
+        yield
+    except MindError as exc:
+        if exc.loc is not None or loc is None:
+            raise
+        raise MindError(str(exc), loc) from None

@@ -53,7 +53,11 @@ i16 = DType("i16", "int16", 2, "i")
 i32 = DType("i32", "int32", 4, "i")
 i64 = DType("i64", "int64", 8, "i")
 u8 = DType("u8", "uint8", 1, "u")
+u16 = DType("u16", "uint16", 2, "u")
+u32 = DType("u32", "uint32", 4, "u")
+u64 = DType("u64", "uint64", 8, "u")
 b8 = DType("b8", "bool", 1, "b")
+c32 = DType("c32", "complex32", 4, "c")
 c64 = DType("c64", "complex64", 8, "c")
 c128 = DType("c128", "complex128", 16, "c")
 f8e4m3fn = DType("f8e4m3fn", "float8_e4m3fn", 1, "f")
@@ -61,8 +65,10 @@ f8e5m2 = DType("f8e5m2", "float8_e5m2", 1, "f")
 
 #: every dtype by its name in IR text
 DTYPES: dict[str, DType] = {
-    d.name: d for d in (f16, bf16, f32, f64, i8, i16, i32, i64, u8, b8, c64, c128, f8e4m3fn, f8e5m2)
-}
+    d.name: d
+    for d in (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, b8, c32, c64, c128,
+              f8e4m3fn, f8e5m2)
+}  # fmt: skip
 
 
 def lowest(dtype: DType) -> float | int | bool:

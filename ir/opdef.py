@@ -230,8 +230,9 @@ class Op(Operation):
         **fields: Any,
     ) -> Any:
         """The op `name` (a name this class is registered under) with its fields given by name;
-        attributes keep the order given, and an optional one given as None is left out. `attrs`
-        adds undeclared attributes (an ATen call's keyword arguments)."""
+        attributes keep the order given, and an optional one given as None is left out (a
+        required one keeps None, which its constraint may allow). `attrs` adds undeclared
+        attributes (an ATen call's keyword arguments)."""
         args: list[Any] = []
         for f in cls.decl.args:
             if f.name in fields:
@@ -243,7 +244,7 @@ class Op(Operation):
         unknown = [k for k in fields if k not in declared]
         if unknown:
             raise TypeError(f"{cls.__name__} has no field {unknown}")
-        named = {k: v for k, v in fields.items() if v is not None}
+        named = {k: v for k, v in fields.items() if v is not None or not declared[k].optional}
         return cls(
             name, args, {**(attrs or {}), **named}, list(results), names, regions, symbol, loc
         )

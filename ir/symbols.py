@@ -26,3 +26,16 @@ def as_int_like(value: int | sympy.Expr) -> IntLike:
 
 def format_expr(value: IntLike) -> str:
     return str(value)
+
+
+@cache
+def is_integral(expr: sympy.Expr) -> bool:
+    """Whether an index expression is integer arithmetic as written: no fraction or float
+    outside `floor`/`ceiling` (`s0/2` is not, `floor(s0/2)` is), which is what code can compute."""
+    if isinstance(expr, sympy.floor | sympy.ceiling):
+        return True
+    if expr.is_Number:
+        return bool(expr.is_Integer)
+    if isinstance(expr, sympy.Pow):
+        return bool(expr.exp.is_Integer and expr.exp >= 0) and is_integral(expr.base)
+    return all(is_integral(a) for a in expr.args)

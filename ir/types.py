@@ -62,6 +62,14 @@ class OpaqueType(Type):
         return f"!{self.name}"
 
 
+def size_symbols(t: Type) -> set[str]:
+    """The names of the size symbols a type holds (in its sizes and strides, or its expression)."""
+    exprs = [t.expr] if isinstance(t, SymType) else []
+    if isinstance(t, TensorType):
+        exprs = [*t.shape, *(t.strides or ())]
+    return {s.name for e in exprs if not isinstance(e, int) for s in e.free_symbols}
+
+
 def contiguous_strides(shape: tuple[IntLike, ...]) -> tuple[IntLike, ...]:
     strides: list[IntLike] = []
     running: IntLike = 1

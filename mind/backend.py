@@ -26,6 +26,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 from mind import runtime, tuning
 from mind.dialects import aten, fx
 from mind.dump import GraphDump
+from mind.fallback import DYNAMO_CONTROL_FLOW
 from mind.frontend import dynamo_guards
 from mind.ir.core import Module, Operation
 from mind.ir.diagnostics import user_stacklevel
@@ -73,6 +74,8 @@ def mind_backend(
 
         compile_graph = functools.partial(compile_aten_graph, options=opts)
         compiled, _ = aten_graphs(gm, example_inputs, name, compile_graph=compile_graph)
+    except DYNAMO_CONTROL_FLOW:
+        raise
     except Exception as exc:
         fall_back(name, exc, dump.reproducer())
         return gm.forward
@@ -88,18 +91,22 @@ def boxed(fn: Callable[[list], object]) -> Callable[[list], object]:
 
 
 @torch._dynamo.disable(recursive=True)
-def compile_aten_graph(graph: Operation, options: Options | None = None) -> Callable:
-    """An `aten.graph` as a boxed callable: its generated Triton program, or eager ATen. Not
-    traced by Dynamo: AOTAutograd compiles the backward lazily, inside `loss.backward()`."""
+def compile_aten_graph(
+    aot_gm: torch.fx.GraphModule, symbol: str, options: Options | None = None
+) -> Callable:
+    """AOTAutograd's ATen graph as a boxed callable: its generated Triton program, or the graph
+    itself. Not traced by Dynamo: AOTAutograd compiles the backward lazily, inside
+    `loss.backward()`."""
     options = options or Options()
-    dump = GraphDump(graph.symbol)
+    dump = GraphDump(symbol)
     try:
+        graph = aten.import_graph(aot_gm, symbol)
         if options.autotune:
             tuning.install()
         program = load_program(graph, dump, pipeline_of(options))
     except Exception as exc:
-        return eager(graph, exc, dump)
-    call = FirstCallCheck(program.call, graph, dump)
+        return eager(aot_gm, symbol, exc, dump)
+    call = FirstCallCheck(program.call, aot_gm, symbol, dump)
     if options.cudagraphs and _interpret(graph) is None:
         call = recorded(call, graph, options)
     return boxed(call)
@@ -223,11 +230,10 @@ def _unrecordable(graph: Operation) -> str | None:
     return None
 
 
-def eager(graph: Operation, exc: BaseException, dump: GraphDump) -> Callable:
-    """The graph rebuilt as an ATen GraphModule, boxed, after warning once why."""
-    runner = boxed(make_boxed_func(aten.export_graph(graph).forward))
-    fall_back(graph.symbol, exc, dump.reproducer())
-    return runner
+def eager(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, dump: GraphDump):
+    """AOTAutograd's own ATen graph, boxed, after warning once why."""
+    fall_back(symbol, exc, dump.reproducer())
+    return boxed(make_boxed_func(aot_gm.forward))
 
 
 def _interpret(graph: Operation) -> bool | None:
@@ -241,8 +247,10 @@ class FirstCallCheck:
     graph falls back to eager for good. The first call gets a copy of the argument list, so that
     generated code that frees its inputs cannot take them from the eager rerun."""
 
-    def __init__(self, call: Callable[[list], object], graph: Operation, dump: GraphDump):
-        self.call, self.graph, self.dump = call, graph, dump
+    def __init__(
+        self, call: Callable[[list], object], aot_gm: torch.fx.GraphModule, symbol: str, dump
+    ):
+        self.call, self.aot_gm, self.symbol, self.dump = call, aot_gm, symbol, dump
         self.checked = False
 
     def __call__(self, args: list) -> object:
@@ -251,7 +259,7 @@ class FirstCallCheck:
         try:
             out = self.call(list(args))
         except Exception as exc:
-            self.call = eager(self.graph, exc, self.dump)
+            self.call = eager(self.aot_gm, self.symbol, exc, self.dump)
             out = self.call(args)
         self.checked = True
         return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import keyword
 from typing import Any
 
 import sympy
@@ -12,7 +13,7 @@ from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Location, MindError
 from mind.ir.dtypes import DTYPES, Device, DType
 from mind.ir.registry import lookup_op
-from mind.ir.symbols import as_int_like, sym
+from mind.ir.symbols import as_int_like, is_integral, sym
 from mind.ir.types import OpaqueType, ScalarType, SymType, TensorType, Type
 
 #: functions an index expression may call
@@ -27,6 +28,8 @@ EXPR_FUNCTIONS = {
 
 #: bare names that denote something other than a symbol when they stand alone as an attribute
 NAMED_ATTRS: dict[str, Any] = dict(DTYPES)
+#: the largest device index torch has (its DeviceIndex is an int8)
+MAX_DEVICE_INDEX = 127
 
 
 class Builder:
@@ -151,10 +154,20 @@ class Builder:
 
     def symbol(self, tree: Tree) -> str:
         token = tree.children[0]
-        return json.loads(token[1:]) if token.type == "SYMSTR" else str(token[1:])
+        return self.string(token, token[1:]) if token.type == "SYMSTR" else str(token[1:])
 
     def key(self, token: Token) -> str:
-        return json.loads(token) if token.type == "STRING" else str(token)
+        return self.string(token) if token.type == "STRING" else str(token)
+
+    def string(self, token: Token, text: str | None = None) -> str:
+        """A JSON string literal (the grammar admits exactly JSON's escapes) that UTF-8 can
+        encode: a lone surrogate (`"\\ud800"`) could be read but never written back."""
+        value = json.loads(token if text is None else text)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise self.error("string holds a lone surrogate (not valid UTF-8)", token) from None
+        return value
 
     # -- attributes ----------------------------------------------------------------------
     def attr(self, item: Tree | Token) -> Any:
@@ -162,25 +175,46 @@ class Builder:
         if kind == "symbol" and str(item.children[0]) in NAMED_ATTRS:
             return NAMED_ATTRS[str(item.children[0])]
         if kind in _EXPR_RULES:
-            return as_int_like(self.expr(item))
+            value = as_int_like(self.expr(item))
+            if isinstance(value, int) and not -(2**63) <= value < 2**64:
+                raise self.error(f"integer {value} does not fit in 64 bits", item)
+            return value
         handler = _ATTR_RULES[kind]
         return handler(self, item)
 
     def expr(self, item: Tree | Token) -> sympy.Expr:
+        """An index expression; division by zero or a non-finite result is an error here."""
+        try:
+            value = self._expr(item)
+        except ZeroDivisionError:
+            raise self.error("division by zero in index expression", item) from None
+        if value.has(sympy.zoo, sympy.oo, -sympy.oo, sympy.nan):
+            raise self.error(f"index expression '{value}' is not finite", item)
+        return value
+
+    def _expr(self, item: Tree | Token) -> sympy.Expr:
         kind = item.data
         kids = item.children
         if kind == "int":
             return sympy.Integer(int(kids[0]))
         if kind == "symbol":
+            if keyword.iskeyword(str(kids[0])):  # symbols become Python names in kernels
+                raise self.error(f"'{kids[0]}' cannot name a symbol (a Python keyword)", kids[0])
             return sym(str(kids[0]))
         if kind == "call":
             fn = EXPR_FUNCTIONS.get(str(kids[0]))
             if fn is None:
                 raise self.error(f"unknown function '{kids[0]}' in index expression", kids[0])
-            return fn(*(self.expr(k) for k in kids[1:]))
+            args = [self._expr(k) for k in kids[1:]]
+            try:
+                return fn(*args)
+            except TypeError:
+                raise self.error(
+                    f"'{kids[0]}' does not take {len(args)} arguments", kids[0]
+                ) from None
         if kind not in _EXPR_RULES:
             raise self.error("expected an index expression", item)
-        return _EXPR_RULES[kind](*(self.expr(k) for k in kids))
+        return _EXPR_RULES[kind](*(self._expr(k) for k in kids))
 
     # -- types ---------------------------------------------------------------------------
     def dtype(self, token: Token) -> DType:
@@ -208,11 +242,25 @@ class Builder:
                 if len(strides) != len(shape):
                     raise self.error(f"{len(shape)} sizes but {len(strides)} strides", extra)
             elif extra is not None:
-                device = Device.parse(str(extra))
+                device = self.device(extra)
         return TensorType(self.dtype(kids[0]), shape, strides, device)
 
+    def device(self, token: Token) -> Device:
+        device = Device.parse(str(token))
+        if device.index is not None and device.index > MAX_DEVICE_INDEX:
+            raise self.error(f"device index {device.index} is beyond {MAX_DEVICE_INDEX}", token)
+        return device
+
     def dims(self, tree: Tree) -> tuple:
-        return tuple(as_int_like(self.expr(k)) for k in tree.children if k is not None)
+        """Sizes or strides: integers (int64) or integer arithmetic over size symbols."""
+        kids = [k for k in tree.children if k is not None]
+        dims = tuple(as_int_like(self.expr(k)) for k in kids)
+        for d, k in zip(dims, kids):
+            if isinstance(d, int) and not -(2**63) <= d < 2**63:
+                raise self.error(f"size or stride {d} does not fit in 64 bits", k)
+            if not isinstance(d, int) and not is_integral(d):
+                raise self.error(f"size or stride '{d}' is not integral", k)
+        return dims
 
 
 def _children(tree: Tree | None) -> list:
@@ -243,13 +291,13 @@ _ATTR_RULES = {
     "true": lambda b, t: True,
     "false": lambda b, t: False,
     "none": lambda b, t: None,
-    "string": lambda b, t: json.loads(t.children[0]),
+    "string": lambda b, t: b.string(t.children[0]),
     "value": lambda b, t: b.use(t.children[0]),
     "pyref": lambda b, t: PyRef(str(t.children[0])[1:]),
     "pycall": lambda b, t: PyCall(
         str(t.children[0])[1:], tuple(b.attr(k) for k in t.children[1:] if k is not None)
     ),
-    "device": lambda b, t: Device.parse(str(t.children[0])),
+    "device": lambda b, t: b.device(t.children[0]),
     "type_attr": lambda b, t: b.type(t.children[0]),
     "list": lambda b, t: [b.attr(k) for k in t.children if k is not None],
     "dict": lambda b, t: {

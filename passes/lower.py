@@ -10,6 +10,7 @@ values replaced by loops values), and builds nodes whose bodies a `BodyBuilder` 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +23,13 @@ from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.ir import dtypes as dt
 from mind.ir.attributes import format_attr
+from mind.ir.constraints import TENSOR
 from mind.ir.core import Block, Operation, Region, Value, fresh_name, iter_values, map_values
+from mind.ir.diagnostics import located
 from mind.ir.dtypes import DType
 from mind.ir.registry import op_class
 from mind.ir.symbols import IntLike, sym
-from mind.ir.types import ScalarType, SymType, TensorType
+from mind.ir.types import ScalarType, SymType, TensorType, size_symbols
 
 from .manager import GraphPass
 
@@ -111,6 +114,10 @@ class BodyBuilder:
 
     def cast(self, x: Value, dtype: DType) -> Value:
         return x if x.type.dtype == dtype else self.emit("cast", dtype, x=x)
+
+    def check_index(self, index: Value, bound: Value) -> Value:
+        """`index`, asserted to lie in [0, bound) (both i64)."""
+        return self.emit("check_index", dt.i64, index=index, bound=bound)
 
 
 def _vid(value: Value) -> str:
@@ -235,11 +242,39 @@ def _exotic(op: Operation) -> bool:
     )
 
 
+def _takes(fn: Callable, args: list, kwargs: dict) -> bool:
+    """Whether `fn(ctx, *args, **kwargs)` binds (a lowering's signature is its contract)."""
+    try:
+        inspect.signature(fn).bind(None, *args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
+def _self_is_tensor(op: Operation) -> bool:
+    """Whether an ATen op's `self`, where its schema has a Tensor there, is a tensor value:
+    lowerings read it as one (a number or a size there runs as an ATen call)."""
+    from mind.dialects.aten import overload
+
+    target = overload(op.name)
+    params = target._schema.arguments if target is not None else []
+    if not params or params[0].name != "self" or str(params[0].type) != "Tensor":
+        return True
+    return bool(op.args) and isinstance(op.args[0], Value) and TENSOR(op.args[0].type)
+
+
+def _defines(op: Operation) -> bool:
+    """Whether `op`'s results hold a size symbol none of its operands holds: a data-dependent
+    value (`item()`, Inductor's unbacked symbol) that only running the op gives."""
+    known = set().union(*(size_symbols(v.type) for v in op.operands))
+    return any(size_symbols(r.type) - known for r in op.results)
+
+
 def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     """Lower one aten op, falling back to an ATen call when no lowering covers it."""
     from .lowerings import Unsupported, lowering_for  # torch's tables: loaded when lowering runs
 
-    if op.results and all(isinstance(r.type, SymType) for r in op.results):
+    if op.results and all(isinstance(r.type, SymType) for r in op.results) and not _defines(op):
         env.update({r: r.type.expr for r in op.results})  # SymInt arithmetic: its expression
         return
     args, kwargs = (map_values(x, lambda v: env[v]) for x in (op.args, dict(op.attrs)))
@@ -247,6 +282,8 @@ def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     ctx.base = op.results[0].name if op.results else ctx.origin
     key = op.symbol if op.name == "aten.call" else op.name
     fn = None if _exotic(op) else lowering_for(key)
+    if fn is not None and not (_takes(fn, args, kwargs) and _self_is_tensor(op)):
+        fn = None  # an overload the lowering does not cover (`round.decimals`): an ATen call
     mark = len(ctx.block.ops)
     produced = None
     if fn is not None:
@@ -291,7 +328,8 @@ def lower_graph(graph: Operation) -> Operation:
                 LoopsOutput.build("loops.output", values=values, strides=strides, loc=op.loc)
             )
         else:
-            lower_op(ctx, op, env)
+            with located(op.loc):  # a lowering's error is about the op it lowers
+                lower_op(ctx, op, env)
     return Graph.build("loops.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc)
 
 

@@ -109,6 +109,11 @@ class GraphPass(Pass):
     def run_module(self, module: Module) -> Module:
         out: list[Operation] = []
         for graph in module.ops:
+            if graph.name != f"{self.input}.graph":
+                raise MindError(
+                    f"pass '{self.name}' runs on {self.input}.graph ops, not '{graph.name}'",
+                    graph.loc,
+                )
             new = self.run_graph(graph)
             out += [graph] if new is None else new if isinstance(new, list) else [new]
         if all(a is b for a, b in zip(out, module.ops)) and len(out) == len(module.ops):
@@ -243,18 +248,21 @@ class PassManager:
     out: TextIO = field(default_factory=lambda: sys.stderr)
     timings: list[tuple[str, float]] = field(default_factory=list)
     on_pass: Callable[[Pass, Module], None] | None = None
+    current: Pass | None = None  # the pass running (or verifying) now, for internal errors
 
     def run(self, module: Module) -> Module:
         for p in self.passes:
             if self.print_before_all:
                 self.out.write(f"// *** IR Dump Before {p} ***\n{module}\n")
             start = time.perf_counter()
+            self.current = p
             module = p.run(module)
             self.timings.append((str(p), time.perf_counter() - start))
             if log.isEnabledFor(logging.INFO):
                 log.info("%s: %.2f ms, %s", p, 1e3 * self.timings[-1][1], _sizes(module))
             if self.verify_each:
                 verify(module)
+            self.current = None
             if self.print_after_all:
                 self.out.write(f"// *** IR Dump After {p} ***\n{module}\n")
             if self.on_pass:

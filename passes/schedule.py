@@ -7,6 +7,7 @@ simplification does, so that nodes over `[4, 1]` and `[4]` iterate alike.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,7 +16,16 @@ from mind.analysis.deps import INDEXED, Dep, buffer_dep, set_node_deps, split_re
 from mind.analysis.loops import pvar, substitute
 from mind.analysis.views import alias_of
 from mind.dialects.common import Graph
-from mind.dialects.loops import Load, LoopsCall, Pointwise, Reduction, is_buffer, is_realized
+from mind.dialects.loops import (
+    Constant,
+    Load,
+    LoopsCall,
+    Pointwise,
+    Reduction,
+    is_buffer,
+    is_realized,
+)
+from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scheduled import Node, Store
 from mind.dialects.scheduled import Reduction as Reduce
 from mind.ir.core import Block, Operation, Region, Value
@@ -66,6 +76,9 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
     t = op.result.type
     xs = list(t.shape)
     rs = list(op.reduction_ranges) if isinstance(op, Reduction) else []
+    trivial = _trivial_reduction(op, ScalarType(t.dtype)) if rs else None
+    if trivial is not None:  # over no element, or an index kind over one: no loop to run
+        rs = []
     dims = xs + rs
     kept = [k for k, s in enumerate(dims) if s != 1]
     drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
@@ -82,23 +95,19 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
         loc=op.loc,
     )
     vmap[op.result] = node.result
-    ops = [copy_body_op(b, vmap, lambda e: substitute(e, drop)) for b in op.body.ops[:-1]]
-    for load in ops:  # a load from a reinterpret reads its buffer
-        alias = alias_of(load.source) if isinstance(load, Load) else None
-        if alias is not None:
-            base, offset = alias
-            load.source = base
-            load.index = substitute(offset + sympy.sympify(load.index), {})
-    value = vmap[op.body.terminator.value]
-    if rs:
-        red = Reduce.build(
-            "scheduled.reduction",
-            value=value,
-            reduction_type=op.reduction_type,
-            results=[ScalarType(t.dtype)],
-        )
-        ops.append(red)
-        value = red.result
+    if trivial is not None:
+        ops, value = [trivial], trivial.result
+    else:
+        ops, value = _body(op, vmap, drop)
+        if math.prod(rs) != 1:  # (over one element, the body's value is the result)
+            red = Reduce.build(
+                "scheduled.reduction",
+                value=value,
+                reduction_type=op.reduction_type,
+                results=[ScalarType(t.dtype)],
+            )
+            ops.append(red)
+            value = red.result
     index = sum((pvar(k) * s for k, s in enumerate(t.strides)), start=sympy.Integer(0))
     store_index = substitute(as_int_like(index), drop)
     ops.append(Store.build("scheduled.store", buffer=node.result, index=store_index, value=value))
@@ -106,6 +115,30 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
         node.body.append(body_op)
     set_node_deps(node)
     return node
+
+
+def _body(op: Pointwise, vmap: dict[Value, Value], drop: dict) -> tuple[list[Operation], Value]:
+    """The node body's ops, copied with size-1 loop variables dropped, and the value it yields."""
+    ops = [copy_body_op(b, vmap, lambda e: substitute(e, drop)) for b in op.body.ops[:-1]]
+    for load in ops:  # a load from a reinterpret reads its buffer
+        alias = alias_of(load.source) if isinstance(load, Load) else None
+        if alias is not None:
+            base, offset = alias
+            load.source = base
+            load.index = substitute(offset + sympy.sympify(load.index), {})
+    return ops, vmap[op.body.terminator.value]
+
+
+def _trivial_reduction(op: Reduction, t: ScalarType) -> Operation | None:
+    """What a reduction over no element or one gives, where that needs no loop: the neutral
+    value (a sum of nothing is 0), an index kind's position 0; None where the body's value
+    itself is the result (one element) or the ranges are not that small."""
+    kind, count = REDUCTIONS[op.reduction_type], math.prod(op.reduction_ranges)
+    if count == 0 and kind.empty_is_neutral:
+        return Constant.build("scheduled.constant", value=kind.neutral(t.dtype), results=[t])
+    if count == 1 and kind.is_index:
+        return Constant.build("scheduled.constant", value=0, results=[t])
+    return None
 
 
 def _extern(op: LoopsCall, vmap: dict[Value, Value]) -> Operation:

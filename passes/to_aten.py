@@ -3,7 +3,11 @@ when the pass runs (or when capture or the backend call `aten_graphs`), not on i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -36,15 +40,34 @@ _EXTRA_DECOMPOSITIONS = (
     "linalg_vector_norm",
     "logit",
 )
+#: batch norm in every variant to functional ATen (as Inductor's table does): AOTAutograd
+#: refuses the in-place `_native_batch_norm_legit` a conv net in eval mode traces to
+_BATCH_NORM = (
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional",
+    "_batch_norm_with_update",
+    "_batch_norm_with_update_functional",
+    "_batch_norm_no_update",
+    "native_batch_norm",
+)
+#: core ATen entries that change what an op returns, so torch's table is used without them as
+#: Inductor does: the rule for `_scaled_dot_product_flash_attention_for_cpu` serves export and
+#: returns the attention weights where the op returns the logsumexp
+_EXCLUDED = ("_scaled_dot_product_flash_attention_for_cpu",)
 
 
 @lru_cache(maxsize=1)
 def decompositions() -> dict:
+    """torch's core ATen table, plus the extra rules above, less the excluded ones."""
     import torch
-    from torch._decomp import core_aten_decompositions, get_decompositions
+    from torch._decomp import core_aten_decompositions, get_decompositions, remove_decompositions
 
+    aten = torch.ops.aten
+    extra = [getattr(aten, n) for n in (*_EXTRA_DECOMPOSITIONS, *_BATCH_NORM) if hasattr(aten, n)]
+    excluded = [getattr(aten, n).default for n in _EXCLUDED if hasattr(aten, n)]
     table = dict(core_aten_decompositions())
-    table.update(get_decompositions([getattr(torch.ops.aten, n) for n in _EXTRA_DECOMPOSITIONS]))
+    table.update(get_decompositions(extra))
+    remove_decompositions(table, excluded)
     return table
 
 
@@ -52,32 +75,51 @@ def aten_graphs(
     gm: torch.fx.GraphModule,
     inputs: list,
     name: str,
-    compile_graph: Callable[[Operation], Callable] | None = None,
+    compile_graph: Callable[[torch.fx.GraphModule, str], Callable] | None = None,
 ) -> tuple[Callable, list[Operation]]:
     """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
-    graphs land in: the forward now, the backward once AOTAutograd compiles it. `compile_graph`
-    turns each aten graph into what runs it; by default the ATen GraphModule itself."""
+    graphs land in, as `aten.graph` ops: the forward now, the backward once AOTAutograd compiles
+    it. `compile_graph(aot_gm, symbol)` replaces that default: it gets each ATen GraphModule
+    itself, so that it can fall back to running it."""
     from mind.dialects import aten
     from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     graphs: list[Operation] = []
 
+    def keep(aot_gm: torch.fx.GraphModule, symbol: str) -> Callable:
+        graphs.append(aten.import_graph(aot_gm, symbol))
+        return aot_gm.forward
+
     def compiler(kind: str):
         def compile_fn(aot_gm: torch.fx.GraphModule, _inputs):
-            op = aten.import_graph(aot_gm, f"{name}_{kind}")
-            graphs.append(op)
-            return compile_graph(op) if compile_graph else aot_gm.forward
+            # AOTAutograd calls its compilers under its fake mode: the graph's constants, and
+            # what a loaded program makes at load, must be real tensors
+            with unset_fake_temporarily():
+                return (compile_graph or keep)(aot_gm, f"{name}_{kind}")
 
         return compile_fn
 
-    compiled = aot_module_simplified(
-        gm,
-        inputs,
-        fw_compiler=compiler("forward"),
-        bw_compiler=compiler("backward"),
-        decompositions=decompositions(),
-    )
+    with _effect_tokens_in_graph():
+        compiled = aot_module_simplified(
+            gm,
+            inputs,
+            fw_compiler=compiler("forward"),
+            bw_compiler=compiler("backward"),
+            decompositions=decompositions(),
+        )
     return compiled, graphs
+
+
+def _effect_tokens_in_graph():
+    """Effect tokens (`with_effects` around ops like `_linalg_check_errors`) made and consumed
+    inside the graph, as Inductor asks: otherwise they are graph inputs that AOTAutograd's
+    runtime passes as None, which no compiled wrapper can read."""
+    import torch._functorch.config as functorch_config
+
+    if not hasattr(functorch_config, "unlift_effect_tokens"):  # feature test
+        return contextlib.nullcontext()
+    return functorch_config.patch(unlift_effect_tokens=True)
 
 
 def fake_inputs(graph_op: Operation, mode) -> list:
@@ -121,5 +163,34 @@ class ToAten(GraphPass, name="to-aten", input="fx", output="aten"):
 
         gm = fx.export_graph(graph)
         mode = FakeTensorMode(allow_non_fake_inputs=True)
-        with torch.no_grad():
-            return aten_graphs(gm, fake_inputs(graph, mode), graph.symbol)[1]
+        inputs = fake_inputs(graph, mode)
+        try:
+            with torch.no_grad(), _quiet(logging.getLogger("torch._subclasses.fake_tensor")):
+                return aten_graphs(gm, inputs, graph.symbol)[1]
+        except MindError:
+            raise
+        except Exception as exc:  # torch rejects the program: an error in the input
+            raise torch_error(exc, graph) from exc
+
+
+@contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """Mute a torch logger that prints, traceback and all, the error reported here instead."""
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def torch_error(exc: Exception, graph_op: Operation) -> MindError:
+    """What torch said while tracing, at the op it names ("While executing %mm"), or the graph."""
+    text = str(exc)
+    node = re.search(r"While executing %(\w+)", text)
+    loc = next(
+        (op.loc for op in graph_op.body.ops if node and op.results and op.result.name == node[1]),
+        graph_op.loc,
+    )
+    message = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return MindError(f"torch rejects this graph: {type(exc).__name__}: {message}", loc)

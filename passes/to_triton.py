@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from mind.analysis.views import alias_of
 from mind.codegen import plan_node
 from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, PERSISTENT_MAX, SM_COUNT
+from mind.codegen.plan import python_name
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
 from mind.dialects.triton import Launch
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
@@ -93,7 +94,7 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
         wrappers = []
         single = len(module.ops) == 1
         for graph in module.ops:
-            name = "call" if single else f"call_{graph.symbol}"
+            name = "call" if single else f"call_{python_name(graph.symbol)}"
             wrappers.append(_WrapperBuilder(self, graph, kernels).build(name))
         return Module([*kernels, *wrappers])
 

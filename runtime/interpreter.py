@@ -12,6 +12,7 @@ kernel calls another jit function (triton 3.6), which breaks every later CUDA co
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import threading
@@ -21,8 +22,10 @@ from contextlib import contextmanager
 
 import triton.language as tl
 from triton import knobs
-from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.interpreter import InterpretedFunction, interpreter_builder
 from triton.runtime.jit import JITFunction
+
+from .launch import DEBUG_OPTIONS
 
 #: one interpreted launch at a time: the swap is process-wide
 _LOCK = threading.RLock()
@@ -63,12 +66,21 @@ def _restore(saved: dict[object, dict[str, object]]) -> None:
                 delattr(owner, name)
 
 
+def _checked_options(options):
+    """Interpreter options that check device asserts as a compiled kernel that asserts does
+    (`DEBUG_OPTIONS`); the interpreter has one set of options for every kernel."""
+    names = {f.name for f in dataclasses.fields(options)}
+    return dataclasses.replace(options, **{k: v for k, v in DEBUG_OPTIONS.items() if k in names})
+
+
 @contextmanager
 def interpreted_language() -> Iterator[None]:
     """Triton's language as the interpreter needs it, for the duration of the block."""
     with _LOCK, knobs.runtime.scope():
         knobs.runtime.interpret = True
         saved = {owner: dict(vars(owner)) for owner in _owners()}
+        options = interpreter_builder.options
+        interpreter_builder.options = _checked_options(options)
         try:
             for owner in saved:
                 for name, value in saved[owner].items():
@@ -77,6 +89,7 @@ def interpreted_language() -> Iterator[None]:
                         setattr(owner, name, _method(twin) if owner is tl.tensor else twin)
             yield
         finally:
+            interpreter_builder.options = options
             _restore(saved)
 
 

@@ -40,6 +40,9 @@ log = channel("launch")
 I32, I64 = 3, 2**40
 #: the alignment Triton specializes pointers on
 ALIGNMENT = 16
+#: how a kernel with device asserts compiles (Inductor's options): debug, so that the asserts
+#: stay, without Triton's integer-overflow asserts, which eager never makes
+DEBUG_OPTIONS = {"debug": True, "sanitize_overflow": False}
 
 Launcher = Callable[..., None]
 
@@ -128,12 +131,21 @@ def bind(kernel, device: torch.device, signature: tuple, checked: tuple[int, ...
     the positions `checked` are assumed aligned and checked at each launch: a misaligned one
     takes Triton's JIT path, which specializes for what it gets."""
     options = {"num_warps": num_warps, "num_stages": num_stages, **constexprs}
+    options |= compile_options(kernel)
     binding = Binding(kernel, device, signature, tuple(checked), constexprs, options)
     pending = _DEFERRED.get()
     if pending is None:
         return binding.launcher()
     pending.append(binding)
     return binding
+
+
+def compile_options(kernel) -> dict[str, Any]:
+    """What a kernel compiles with besides its config: `DEBUG_OPTIONS` for one declared
+    `@triton.jit(debug=True)` (it holds device asserts). The bound launcher, the JIT fallback
+    and the compile workers all take them from here, so all compile the same kernel (and find
+    it under the same key in Triton's cache)."""
+    return dict(DEBUG_OPTIONS) if getattr(kernel, "debug", None) else {}
 
 
 def _hooked() -> bool:

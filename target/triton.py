@@ -33,7 +33,7 @@ from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value, fresh_name
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import Device
-from mind.ir.types import SymType, TensorType, contiguous_strides
+from mind.ir.types import SymType, TensorType, contiguous_strides, size_symbols
 
 from .pyexpr import is_dotted, py_expr, py_float, py_literal, tl_dtype, torch_dtype
 
@@ -62,6 +62,10 @@ triton_helpers = for_current_mode()
 
 #: where a tensor without a device lives
 CPU = Device("cpu")
+#: the modules an extern's callable may come from by its path (`torch.ops.prims.x.default`,
+#: `operator.ge`), as an `aten.call` names them (mind.dialects.pyobjects.ALLOWED_ROOTS); any
+#: other extern symbol is an op name under `torch.ops` (`aten.mm.default`)
+PYTHON_ROOTS = ("torch", "operator", "math", "builtins")
 
 _RESERVED = set(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", HEADER)) | {
     "args", "stream", "range", "float", "int", "len", "print", "min", "max"}  # fmt: skip
@@ -99,6 +103,7 @@ def emit(module: Module) -> str:
     for op in module.ops:
         if op.name not in ("triton.kernel", "triton.wrapper"):
             raise MindError(f"cannot emit '{op.name}' as Python (expected triton IR)", op.loc)
+        _check_function_name(op)
     kernels = [op for op in module.ops if op.name == "triton.kernel"]
     wrappers = [op for op in module.ops if op.name == "triton.wrapper"]
     names = Names(_RESERVED | {op.symbol for op in module.ops})
@@ -113,6 +118,14 @@ def emit(module: Module) -> str:
         parts.append("\n".join(host.lines) + "\n")
     parts += [emit_wrapper(op, host) for op in wrappers]
     return "\n\n".join(parts)
+
+
+def _check_function_name(op: Operation) -> None:
+    """A kernel or wrapper becomes a Python function of its symbol's name, beside the module's
+    own names."""
+    name = op.symbol or ""
+    if not name.isidentifier() or keyword.iskeyword(name) or name in _RESERVED:
+        raise MindError(f"'@{name}' cannot name a Python function", op.loc)
 
 
 # -- kernels ---------------------------------------------------------------------------------
@@ -191,6 +204,9 @@ def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
             lines.append(
                 f"{pad}tl.store({ptr} + ({offset}), {value}{', ' + n(mask) if mask else ''})"
             )
+        elif op.name == "triton.device_assert":
+            mask = f", {n(op.mask)}" if op.mask is not None else ""
+            lines.append(f"{pad}tl.device_assert({n(op.ok)}, {op.msg!r}{mask})")
         elif op.name == "triton.for":
             lines += _for_lines(op, n, depth)
         elif op.name == "triton.yield":
@@ -223,11 +239,17 @@ def _for_lines(op: Operation, n: Names, depth: int) -> list[str]:
 
 def emit_kernel(op: Operation, n: Names, unspecialized: list[str]) -> str:
     """`@triton.jit def kernel(...)`; integer arguments that vary between calls are listed in
-    `do_not_specialize`, so the kernel bound at load serves every call."""
+    `do_not_specialize`, so the kernel bound at load serves every call. A kernel that asserts
+    compiles with `debug=True` (Triton drops device asserts otherwise; `bind` reads the flag)."""
     params = [n(a) for a in op.body.args]
+    clash = set(params) & set(op.constexprs)
+    if clash:  # a size symbol named like a block size (`XBLOCK`) in the input IR
+        raise MindError(f"kernel argument '{sorted(clash)[0]}' is also a block size", op.loc)
     params += [f"{name}: tl.constexpr" for name in op.constexprs]
     names = [n(a) for a in op.body.args if a.name in unspecialized]
-    decorator = f"@triton.jit(do_not_specialize={names!r})" if names else "@triton.jit"
+    options = ["debug=True"] if any(o.name == "triton.device_assert" for o in op.walk()) else []
+    options += [f"do_not_specialize={names!r}"] if names else []
+    decorator = f"@triton.jit({', '.join(options)})" if options else "@triton.jit"
     head = f"{decorator}\ndef {op.symbol}({', '.join(params)}):"
     body = _kernel_lines(op.body.ops, n, 1) or ["    pass"]
     return "\n".join([head, *body]) + "\n"
@@ -268,6 +290,8 @@ class Host:
     devices: dict[str, str] = field(default_factory=dict)
     #: per wrapper value: its alignment
     alignment: dict[Value, str] = field(default_factory=dict)
+    #: the modules imported for externs named by their path
+    imported: set[str] = field(default_factory=lambda: {"torch"})
 
     def bind_wrapper(self, wrapper: Operation) -> None:
         for op in wrapper.body.ops:
@@ -337,7 +361,15 @@ class Host:
         if op.symbol not in self.externs:
             name = self.names.fresh(op.symbol.replace(".", "_"))
             self.externs[op.symbol] = name
-            self.lines.append(f"{name} = torch.ops.{op.symbol}")
+            root = op.symbol.split(".", 1)[0]
+            if root not in PYTHON_ROOTS:  # an op name: `aten.mm.default`
+                self.lines.append(f"{name} = torch.ops.{op.symbol}")
+                return
+            if root not in self.imported:  # a callable by its path: `operator.ge` on sizes
+                self.imported.add(root)
+                self.names.taken.add(root)
+                self.lines.append(f"import {root}")
+            self.lines.append(f"{name} = {op.symbol}")
 
     def bind_constant(self, op: Operation) -> None:
         t = op.result.type
@@ -394,9 +426,28 @@ class Call:
     host: Host
     n: Names
     cuda: int | None
+    #: the size symbols bound so far
+    bound: set[str] = field(default_factory=set)
 
     def lit(self, value) -> str:
         return self.host.literal(value, self.n)
+
+    def bind_symbols(self, values) -> list[str]:
+        """`s0 = arg0_1`, `u0 = buf1.size(0)`: each size symbol bound once, from the first value
+        that holds it plainly: an input, or the extern result that defines it (a data-dependent
+        size, which Inductor calls unbacked)."""
+        lines = []
+        for value in values:
+            for symbol, source in symbol_sources(value, self.n(value)).items():
+                if symbol not in self.bound:
+                    self.bound.add(symbol)
+                    lines.append(f"{symbol} = {source}")
+        return lines
+
+    def lines(self, op: Operation) -> list[str]:
+        """The wrapper's lines for `op`, then the size symbols its results define."""
+        line = self.line(op)
+        return ([] if line is None else [line]) + self.bind_symbols(op.results)
 
     def alloc(self, t: TensorType) -> str:
         size, stride = self.lit(t.shape), self.lit(t.strides)
@@ -439,23 +490,19 @@ class Call:
         raise MindError(f"cannot emit '{op.name}' in a wrapper", op.loc)
 
 
-def _size_bindings(op: Operation, n: Names) -> list[str]:
-    """`s0 = arg0_1` / `s1 = arg2_1.size(1)`: each size symbol bound once, from the first input
-    that holds it plainly."""
-    bound: dict[str, str] = {}
-    for arg in op.body.args:
-        t = arg.type
-        if isinstance(t, SymType):
-            if isinstance(t.expr, sympy.Symbol):
-                bound.setdefault(t.expr.name, n(arg))
-            continue
-        if not isinstance(t, TensorType):
-            continue
+def symbol_sources(value: Value, name: str) -> dict[str, str]:
+    """Where each size symbol that `value` holds plainly can be read: `s0` from a `sym(s0)`
+    named `name`, `s1` from `name.size(1)` or `name.stride(0)` of a tensor."""
+    t = value.type
+    if isinstance(t, SymType):
+        return {t.expr.name: name} if isinstance(t.expr, sympy.Symbol) else {}
+    found: dict[str, str] = {}
+    if isinstance(t, TensorType):
         for method, sizes in (("size", t.shape), ("stride", t.strides or ())):
             for d, size in enumerate(sizes):
                 if isinstance(size, sympy.Symbol):
-                    bound.setdefault(size.name, f"{n(arg)}.{method}({d})")
-    return [f"{name} = {source}" for name, source in bound.items()]
+                    found.setdefault(size.name, f"{name}.{method}({d})")
+    return found
 
 
 def _cuda_index(op: Operation) -> int | None:
@@ -476,8 +523,8 @@ def emit_wrapper(op: Operation, host: Host) -> str:
     lines = [f"def {op.symbol}(args):"]
     if args:
         lines.append(f"    {', '.join(args)}{',' if len(args) == 1 else ''} = args")
-    lines += ["    " + line for line in _size_bindings(op, n)]
-    body = [line for line in map(call.line, op.body.ops) if line is not None]
+    lines += ["    " + line for line in call.bind_symbols(op.body.args)]
+    body = [line for inner in op.body.ops for line in call.lines(inner)]
     if call.cuda is not None:
         lines.append(f"    with device_guard({call.cuda}):")
         lines.append(f"        stream = get_raw_stream({call.cuda})")
@@ -488,13 +535,6 @@ def emit_wrapper(op: Operation, host: Host) -> str:
 
 
 def _size_symbols(op: Operation) -> set[str]:
-    """The names of the size symbols of the wrapper's inputs: kept free for the bindings."""
-    names = set()
-    for arg in op.body.args:
-        t = arg.type
-        exprs = [t.expr] if isinstance(t, SymType) else []
-        if isinstance(t, TensorType):
-            exprs = [*t.shape, *(t.strides or ())]
-        for e in exprs:
-            names |= {s.name for s in sympy.sympify(e).free_symbols}
-    return names
+    """The names of the size symbols of the wrapper's values: kept free for the bindings."""
+    values = [*op.body.args, *(r for inner in op.body.ops for r in inner.results)]
+    return set().union(*(size_symbols(v.type) for v in values))

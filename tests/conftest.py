@@ -22,3 +22,9 @@ def isolated_runtime(tmp_path, monkeypatch):
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def compiled_for_the_gpu(monkeypatch):
+    """Kernels must be compiled for CUDA, not run by Triton's interpreter."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)

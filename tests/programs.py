@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -109,6 +110,14 @@ def assert_same_step(compiled_loss, step, model, reference, x, y, **tol) -> None
     torch.testing.assert_close(compiled_loss, step(reference, x, y), **tol)
     for (name, got), want in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(got.grad, want.grad, msg=name, **tol)
+
+
+#: the marks of a test module that runs compiled Triton on a CUDA GPU (skipped without one)
+ON_GPU = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.usefixtures("compiled_for_the_gpu"),
+]
 
 
 @contextmanager

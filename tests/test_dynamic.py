@@ -4,6 +4,7 @@ every size (no fallback), its numbers match eager, and the triton IR round-trips
 from __future__ import annotations
 
 import pytest
+import sympy
 import torch
 from mind.passes import run_pipeline
 from mind.target.triton import emit
@@ -49,6 +50,16 @@ def with_size(x):
     return x + 1, x.shape[0] * 2
 
 
+def silu_halves(x):
+    """Chunk sizes are `floor(s1/2 + 1/2)`: torch's FloorDiv, which printed `((s1 + 1)//2)`."""
+    a, b = x.chunk(2, -1)
+    return torch.nn.functional.silu(a) * b
+
+
+def first_half(x):
+    return x[:, : x.shape[1] // 2] * 2
+
+
 def row_sum_static(x):
     """A symbolic row count over a static reduction: a persistent reduction."""
     return x.sum(-1)
@@ -62,6 +73,8 @@ CASES = [
     (cat_scaled, 1, ((4, 6), (7, 33))),
     (drop_first_column, 1, ((4, 6), (7, 33))),
     (with_size, 1, ((4, 6), (7, 33))),
+    (silu_halves, 1, ((4, 6), (7, 34), (3, 10))),
+    (first_half, 1, ((4, 6), (7, 33), (3, 10))),
 ]
 
 
@@ -83,9 +96,12 @@ def test_static_reduction_over_symbolic_rows_is_persistent():
             torch.testing.assert_close(compiled(x), row_sum_static(x))
 
 
+PIPELINE = "lower,realize,inline,schedule,fuse,merge-loops,to-triton"
+
+
 def _triton(fn, *inputs):
     aten = mind.capture(fn, *inputs, stage="aten", dynamic=True)
-    return run_pipeline(aten, "lower,realize,inline,schedule,fuse,merge-loops,to-triton")
+    return run_pipeline(aten, PIPELINE)
 
 
 @pytest.mark.parametrize("fn, arity, shapes", CASES, ids=lambda c: getattr(c, "__name__", ""))
@@ -93,6 +109,18 @@ def test_symbolic_triton_round_trips(fn, arity, shapes):
     module = _triton(fn, *[torch.randn(shapes[0]) for _ in range(arity)])
     assert str(mind.parse(str(module))) == str(module)
     assert emit(mind.parse(str(module))) == emit(module)
+
+
+@pytest.mark.parametrize("fn", [silu_halves, first_half], ids=lambda f: f.__name__)
+def test_every_stage_of_a_symbolic_split_round_trips(fn):
+    texts = [
+        str(mind.capture(fn, torch.randn(4, 8), stage=s, dynamic=True)) for s in ("fx", "aten")
+    ]
+    aten = mind.parse(texts[-1])
+    run_pipeline(aten, PIPELINE, on_pass=lambda p, module: texts.append(str(module)))
+    assert "floor(s" in texts[-1] and "//" not in texts[-1]
+    for text in texts:
+        assert str(mind.parse(text)) == text
 
 
 def test_seed_binds_sizes_and_loops_to_the_r0_numel_argument():
@@ -114,3 +142,16 @@ def test_seed_binds_sizes_and_loops_to_the_r0_numel_argument():
         ", (torch.float32, torch.float32, torch.float32, torch.float32, I64, I64, I64, I64)"
         in source
     )
+
+
+def test_torch_sympy_functions_print_as_sympy_the_grammar_reads():
+    from mind.dialects.pyobjects import sympify_symint
+    from torch.utils._sympy.functions import FloorDiv, Max, ModularIndexing, PythonMod
+
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    exprs = [FloorDiv(s0 + 1, 2), ModularIndexing(s0, 4, 3), PythonMod(s0, 5), Max(1, s0 - 1)]
+    texts = [str(sympify_symint(e)) for e in exprs]
+    assert texts == ["floor(s0/2 + 1/2)", "Mod(floor(s0/4), 3)", "Mod(s0, 5)", "Max(1, s0 - 1)"]
+    for text in texts:
+        module = mind.parse(f"loops.graph @g(%x: f32[{text}]) {{\n  loops.output()\n}}\n")
+        assert str(module.ops[0].body.args[0].type) == f"f32[{text}]"

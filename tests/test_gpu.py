@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from programs import PROGRAMS, assert_same_step, compile_strictly, mlp_training_step, no_fallback
+from programs import (
+    ON_GPU,
+    PROGRAMS,
+    assert_same_step,
+    compile_strictly,
+    mlp_training_step,
+    no_fallback,
+)
 
 from benchmarks import cases
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-]
-
-
-@pytest.fixture(autouse=True)
-def compiled_for_the_gpu(monkeypatch):
-    """Kernels here must be compiled for CUDA, not run by Triton's interpreter."""
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+pytestmark = ON_GPU
 
 
 def _flat(out):

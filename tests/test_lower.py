@@ -25,7 +25,11 @@ from torch.testing import assert_close
 
 import mind
 
-LIT_INPUTS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "../lit_tests/lower/*.aten")))
+LIT_INPUTS = sorted(
+    p
+    for p in glob.glob(os.path.join(os.path.dirname(__file__), "../lit_tests/lower/*.aten"))
+    if not os.path.basename(p).startswith("invalid")  # inputs lowering rejects
+)
 p0, p1, p2 = sym("p0"), sym("p1"), sym("p2")
 
 

@@ -1,7 +1,8 @@
 """mind-opt: parse, run passes, print. Like mlir-opt, a thin driver over the pass registry.
 
 Exit codes: 0 success, 1 an error in the input (parse, verify, pass; an unreadable input, an
-unwritable output), 2 bad command-line usage. As mlir-opt: with `--split-input-file`, the chunks
+unwritable output) or an internal error (a bug in mind, reported as one diagnostic naming the
+pass), 2 bad command-line usage. As mlir-opt: with `--split-input-file`, the chunks
 that succeed are printed even when another fails; `-o` is written only when all succeed.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import VersionAction, environment_help, logs_configured
+from .internal import Progress, internal_error
 from .textio import read_input, write_output
 
 if TYPE_CHECKING:
@@ -141,9 +143,11 @@ def run_chunk(chunk: Chunk, filename: str, args, passes) -> None:
     from mind.parser import parse
     from mind.passes.manager import PassManager, resolve_pipeline, stage_of
 
+    progress = Progress()
     listen = diagnostic_handler(chunk.diagnostics.append) if args.remarks else nullcontext()
     try:
         with listen:
+            progress.step = "parsing"
             module = parse(chunk.text, filename, chunk.line_offset)
             if passes:
                 pipeline = resolve_pipeline(passes, stage_of(module))
@@ -153,17 +157,22 @@ def run_chunk(chunk: Chunk, filename: str, args, passes) -> None:
                         + ",".join(map(str, pipeline))
                         + "\n"
                     )
-                manager = PassManager(
+                progress.manager = PassManager(
                     pipeline,
                     verify_each=not args.no_verify_each,
                     print_after_all=args.print_ir_after_all,
                     print_before_all=args.print_ir_before_all,
                     time_passes=args.time_passes,
                 )
-                module = manager.run(module)
+                module = progress.manager.run(module)
+                progress.manager = None
+        progress.step = "printing"
         chunk.output = print_module(module, args.generic)
     except MindError as exc:
         chunk.diagnostics.append(exc.diagnostic)
+        chunk.failed = True
+    except Exception as exc:  # a bug in mind: one diagnostic, not a traceback
+        chunk.diagnostics.append(internal_error("mind-opt", exc, progress.where(), filename))
         chunk.failed = True
 
 

@@ -10,7 +10,8 @@
                   program)
 
 Exit codes: 0 success, 1 an error in the input (or an unreadable input, an unwritable output,
-no Graphviz to draw with), 2 bad command-line usage.
+no Graphviz to draw with) or an internal error (a bug in mind, reported as one diagnostic naming
+the pass), 2 bad command-line usage.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import sys
 
 from . import VersionAction, environment_help, logs_configured
+from .internal import Progress, internal_error
 from .textio import read_input, write_output
 
 #: the passes each target runs on the input (earlier stages get their conversions first)
@@ -49,16 +51,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def translate(text: str, filename: str, pipeline: str | None = None) -> str:
+def translate(
+    text: str, filename: str, pipeline: str | None = None, progress: Progress | None = None
+) -> str:
     """Python source for IR text of any stage (run through `pipeline` to triton IR)."""
     from mind.parser import parse
-    from mind.passes.manager import parse_pipeline, run_pipeline, stage_of
+    from mind.passes.manager import PassManager, parse_pipeline, resolve_pipeline, stage_of
     from mind.target.triton import emit
 
+    progress = progress or Progress()
+    progress.step = "parsing"
     module = parse(text, filename)
     if stage_of(module) != "triton":
-        module = run_pipeline(module, parse_pipeline(pipeline or PIPELINES["python"]))
-    return emit(module)
+        passes = resolve_pipeline(parse_pipeline(pipeline or PIPELINES["python"]), stage_of(module))
+        progress.manager = PassManager(passes)
+        module = progress.manager.run(module)
+        progress.manager = None
+    progress.step = "emitting Python"
+    source = emit(module)
+    progress.step = "checking the emitted Python"
+    compile(source, filename, "exec")  # emitted code that does not compile is a bug in mind
+    return source
 
 
 def draw(text: str, filename: str, pipeline: str | None = None) -> str:
@@ -93,13 +106,19 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         sys.stderr.write(f"mind-translate: cannot read '{args.input}': {exc.strerror}\n")
         return 1
+    progress = Progress()
     try:
         if args.to == "python":
-            result: str | bytes = translate(text, filename, args.pipeline)
+            result: str | bytes = translate(text, filename, args.pipeline, progress)
         else:
+            progress.step = "drawing the scheduled graph"
             result = draw(text, filename, args.pipeline)
     except MindError as exc:
         sys.stderr.write(exc.render() + "\n")
+        return 1
+    except Exception as exc:  # a bug in mind: one diagnostic, not a traceback
+        diagnostic = internal_error("mind-translate", exc, progress.where(), filename)
+        sys.stderr.write(diagnostic.render() + "\n")
         return 1
     if args.to in ("svg", "png"):
         from mind.target.dot import can_render, render

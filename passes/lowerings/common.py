@@ -10,6 +10,7 @@ import torch
 from mind.analysis.loops import Index, broadcast_index, pvars  # noqa: F401  (re-exported)
 from mind.dialects.torch_types import from_torch, to_torch
 from mind.ir.core import Value
+from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike
 from mind.ir.types import TensorType
@@ -50,7 +51,12 @@ def operand(b, x: Any, index: Sequence[IntLike], dtype: DType) -> Value:
 
 
 def norm_dim(dim: int, rank: int) -> int:
-    return dim + max(rank, 1) if dim < 0 else dim
+    """`dim` counted from 0, as torch wraps it: negative dims count from the end, and a 0-d
+    tensor takes 0 or -1."""
+    bound = max(rank, 1)
+    if not isinstance(dim, int) or not -bound <= dim < bound:
+        raise MindError(f"dim {dim} is out of range for a tensor of rank {rank}")
+    return dim + bound if dim < 0 else dim
 
 
 def norm_dims(dims: Sequence[int] | int | None, rank: int) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
+from mind.ir.diagnostics import MindError
 
 from . import Unsupported, register_lowering
 from .common import is_tensor, norm_dim
@@ -14,12 +15,16 @@ aten = torch.ops.aten
 
 
 def index_value(b, t: Value, index, size, wrap: bool = True) -> Value:
-    """The i64 index read from `t`; negative positions count from the end (`size`)."""
+    """The i64 index read from `t`; negative positions count from the end (`size`). Out of
+    bounds, the kernel asserts (as Inductor's do) where eager raises an IndexError."""
     v = b.cast(b.load(t, index), dt.i64)
-    if not wrap:
-        return v
-    negative = b.lt(v, b.constant(0, dt.i64))
-    return b.where(negative, b.add(v, b.constant(size, dt.i64)), v)
+    if wrap:
+        negative = b.lt(v, b.constant(0, dt.i64))
+        bound = b.constant(size, dt.i64)
+        v = b.where(negative, b.add(v, bound), v)
+    else:
+        bound = b.constant(size, dt.i64)
+    return b.check_index(v, bound)
 
 
 @register_lowering(aten.embedding)
@@ -54,7 +59,9 @@ def index_select(ctx, x, dim, index):
     dim = norm_dim(dim, x.type.rank)
 
     def body(b, idx):
-        i = index_value(b, index, [idx[dim]], x.type.shape[dim])
+        if not x.type.rank:  # a 0-d input: its one element, whatever the (one) index says
+            return b.load(x, [])
+        i = index_value(b, index, [idx[dim]] if index.type.rank else [], x.type.shape[dim])
         return b.load(x, [*idx[:dim], i, *idx[dim + 1 :]])
 
     return ctx.pointwise(out.dtype, out.shape, body)
@@ -67,6 +74,8 @@ def index(ctx, x, indices):
     out = ctx.out
     indices = list(indices) + [None] * (x.type.rank - len(indices))
     used = [d for d, t in enumerate(indices) if t is not None]
+    if not used:
+        raise MindError("'aten.index.Tensor' needs at least one index tensor")
     if any(not is_tensor(indices[d]) or indices[d].type.dtype in (dt.b8, dt.u8) for d in used):
         raise Unsupported("boolean mask indices (data-dependent shape)")
     nb = max(indices[d].type.rank for d in used)

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 
 import torch
+from mind.dialects.reductions import REDUCTIONS
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
 from mind.ir.dtypes import DType
@@ -55,8 +56,13 @@ def reduce(
         value = b.load(x, index)
         return fn(b, value, idx) if fn else value
 
-    if not dims:
-        return ctx.pointwise(dtype, shape, body)
+    kind = REDUCTIONS[reduction_type]
+    if math.prod(ranges) == 0 and kind.empty_is_neutral:  # no element: the neutral value
+        return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(kind.neutral(dtype), dtype))
+    if math.prod(ranges) == 1:  # one element per row (a 0-d input, size-1 dims): pointwise
+        if kind.is_index:  # its position: 0
+            return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(0, dtype))
+        return ctx.pointwise(dtype, shape, lambda b, idx: body(b, idx, (0,) * len(dims)))
     return ctx.reduction(dtype, shape, ranges, reduction_type, body)
 
 

@@ -1,0 +1,369 @@
+"""OpInfo conformance sweep: torch's own operator database, one sample per op, compiled by mind
+(and optionally Inductor) and compared with eager.
+
+    python3 -m benchmarks.opinfo [--device cpu] [--ops abs,sum,...] [--inductor] [--timeout 120]
+                                 [--out benchmarks/results/opinfo_cpu]
+
+Per op it records: pass / mismatch / error against eager (eager failing on the sample: skip),
+whether Dynamo handed mind a graph at all, the kernels mind generated (the `@triton.jit`
+functions of the emitted code, and their launch sites), whether the graphs ran ATen calls only,
+and each fallback's reason. Ops run one after another in a worker process, so a hang (per-op
+timeout) or a crash costs that op only: the parent kills and restarts the worker. The Markdown
+table and the JSON are rewritten after every op, so an interrupted sweep keeps its rows.
+
+Lives in benchmarks/ with the other side-by-side runs against eager and Inductor: it measures
+coverage, it is not a test (a fast subset of it is, in tests/test_opinfo_subset.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as `python3 benchmarks/opinfo.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+from torch._dynamo.utils import counters  # noqa: E402
+from torch.utils._pytree import tree_leaves, tree_map  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+#: rtol = atol by the sample's dtype; reduction order differs, a bug does not hide under these
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3, "complex64": 1e-3}
+#: the dtype a sample is drawn in: the first one the op supports
+DTYPE_PREFERENCE = ("float32", "int64", "bool", "complex64", "float64", "int32", "uint8")
+
+
+@dataclass
+class Cell:
+    """One backend's outcome on one op."""
+
+    status: str  # pass | mismatch | error
+    message: str = ""
+    graphs: int = 0  # graphs Dynamo handed the backend
+    kernels: int = 0  # generated kernels (mind: @triton.jit functions; inductor: its counter)
+    launches: int = 0  # launch sites in the emitted code (mind)
+    fallbacks: list[str] = field(default_factory=list)  # why a graph ran eagerly (mind)
+
+
+@dataclass
+class Row:
+    op: str
+    dtype: str = ""
+    eager: str = "ok"  # ok | error: <why> (the op is skipped) | random (outputs compared by shape)
+    cells: dict[str, Cell] = field(default_factory=dict)
+
+
+def op_names() -> list[str]:
+    return [full_name(op) for op in _op_db()]
+
+
+def full_name(op) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+def _op_db():
+    from torch.testing._internal.common_methods_invocations import op_db  # needs expecttest
+
+    return op_db
+
+
+# -- one op, in the worker ------------------------------------------------------------------
+def check_op(name: str, device: str, backends: tuple[str, ...]) -> Row:
+    """Run one op's first sample under eager and each backend; never raises."""
+    op = next(o for o in _op_db() if full_name(o) == name)
+    dtype = _sample_dtype(op, device)
+    row = Row(name, str(dtype).removeprefix("torch."))
+    if dtype is None:
+        row.eager = "error: no supported dtype"
+        return row
+    try:
+        sample = next(iter(op.sample_inputs(device, dtype, requires_grad=False)))
+        args = (sample.input, *sample.args)
+
+        def fn(*a):
+            return op.op(*a, **sample.kwargs)
+
+        want = _run_eager(fn, args, seed=0)
+        random = _unchecked(op) or not _same(want, _run_eager(fn, args, seed=1), 0.0)
+    except Exception as exc:
+        row.eager = f"error: {type(exc).__name__}: {_first_line(exc)}"
+        return row
+    row.eager = "random" if random else "ok"
+    tol = TOLERANCE.get(str(dtype).removeprefix("torch."), 1e-5)
+    for backend in backends:
+        row.cells[backend] = _check_backend(backend, fn, args, want, tol, random)
+    return row
+
+
+def _unchecked(op) -> bool:
+    """Ops whose values OpInfo itself does not compare (uninitialized memory: `empty`)."""
+    flags = ("skip_correctness_check_compile_vs_eager", "has_nondeterministic_output")
+    return any(getattr(op, f, False) for f in flags)
+
+
+def _sample_dtype(op, device: str):
+
+    supported = op.supported_dtypes(device)
+    for name in DTYPE_PREFERENCE:
+        if getattr(torch, name) in supported:
+            return getattr(torch, name)
+    return next(iter(sorted(supported, key=str)), None)
+
+
+def _clone(args):
+
+    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, args)
+
+
+def _run_eager(fn, args, seed: int):
+
+    torch.manual_seed(seed)
+    return fn(*_clone(args))
+
+
+def _same(got, want, tol: float, shapes_only: bool = False) -> bool:
+    try:
+        _assert_same(got, want, tol, shapes_only)
+    except AssertionError:
+        return False
+    return True
+
+
+def _assert_same(got, want, tol: float, shapes_only: bool = False) -> None:
+
+    if shapes_only:
+        meta = [
+            (type(x), tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else type(x)
+            for x in (tree_leaves(got), tree_leaves(want))
+        ]
+        if meta[0] != meta[1]:
+            raise AssertionError(f"got {meta[0]}, eager has {meta[1]}")
+        return
+    got, want = tree_map(_comparable, got), tree_map(_comparable, want)
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
+
+
+def _comparable(x):
+    """float8 as float32: assert_close compares float8 only bit for bit."""
+    if isinstance(x, torch.Tensor) and x.dtype.is_floating_point and x.element_size() == 1:
+        return x.float()
+    return x
+
+
+def _check_backend(backend: str, fn, args, want, tol: float, random: bool) -> Cell:
+
+    torch._dynamo.reset()
+    counters.clear()
+    dump = Path(tempfile.mkdtemp(prefix=f"opinfo-{backend}-"))
+    os.environ["MIND_DUMP_DIR"] = str(dump)
+    metrics = _inductor_metrics() if backend == "inductor" else None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.manual_seed(0)
+            got = torch.compile(fn, backend=backend)(*_clone(args))
+    except Exception as exc:
+        cell = Cell("error", f"{type(exc).__name__}: {_first_line(exc)}")
+    else:
+        try:
+            _assert_same(got, want, tol, shapes_only=random)
+            cell = Cell("pass")
+        except AssertionError as exc:
+            cell = Cell("mismatch", _first_line(exc))
+        cell.fallbacks = [
+            _first_line(w.message)
+            for w in caught
+            if type(w.message).__name__ == "MindFallbackWarning"
+        ]
+    finally:
+        os.environ.pop("MIND_DUMP_DIR", None)
+    cell.graphs = counters["stats"]["unique_graphs"]
+    if backend == "mind":
+        cell.kernels, cell.launches = generated_kernels(dump)
+    elif metrics is not None:
+        cell.kernels = metrics.generated_kernel_count
+    shutil.rmtree(dump, ignore_errors=True)
+    return cell
+
+
+def _inductor_metrics():
+    from torch._inductor import metrics
+
+    metrics.reset()
+    return metrics
+
+
+def generated_kernels(dump: Path) -> tuple[int, int]:
+    """(kernels, launch sites) over every emitted Python file in a dump directory."""
+    from mind.runtime.errors import kernel_sources, launch_lines
+
+    kernels = launches = 0
+    for path in dump.glob("*.py"):
+        source = path.read_text()
+        tree = ast.parse(source)
+        found = kernel_sources(tree, source.splitlines())
+        kernels += len(found)
+        launches += len(set(launch_lines(tree, set(found)).values()))
+    return kernels, launches
+
+
+def _first_line(exc: object) -> str:
+    text = str(exc).strip()
+    return (text.splitlines() or [""])[0][:300]
+
+
+def worker(device: str, backends: tuple[str, ...]) -> None:
+    """Read op names from stdin, write one JSON row per line to stdout."""
+    out = sys.stdout
+    sys.stdout = sys.stderr  # whatever the ops print stays off the result channel
+    for line in sys.stdin:
+        row = check_op(line.strip(), device, backends)
+        out.write(json.dumps(asdict(row)) + "\n")
+        out.flush()
+
+
+# -- the sweep, in the parent ----------------------------------------------------------------
+class Worker:
+    """A worker process; restarted after a timeout or a crash."""
+
+    def __init__(self, device: str, backends: tuple[str, ...]):
+        self.argv = [sys.executable, "-m", "benchmarks.opinfo", "--worker", "--device", device]
+        self.argv += ["--backends", ",".join(backends)]
+        self.backends = backends
+        self.proc: subprocess.Popen | None = None
+
+    def run(self, name: str, timeout: float) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                cwd=Path(__file__).resolve().parent.parent,
+            )
+        self.proc.stdin.write(name + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if line:
+            return json.loads(line)
+        why = f"timeout after {timeout:g} s" if not ready else f"crash (exit {self.proc.wait()})"
+        self.close()
+        return asdict(Row(name, cells={b: Cell("error", why) for b in self.backends}))
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def category(cell: dict) -> str:
+    """The one bucket a mind cell counts in."""
+    if cell["status"] != "pass":
+        return cell["status"]
+    if cell["fallbacks"]:
+        return "fallback"
+    if not cell["graphs"]:
+        return "no graph"
+    return "own kernels" if cell["kernels"] else "ATen only"
+
+
+def summary(rows: list[dict], backend: str) -> Counter:
+    return Counter(category(r["cells"][backend]) for r in rows if backend in r["cells"])
+
+
+def markdown(rows: list[dict], backends: tuple[str, ...], device: str) -> str:
+    lines = [f"# OpInfo sweep on {device}: one sample per op, compared with eager", ""]
+    for backend in backends:
+        counts = summary(rows, backend)
+        lines.append(
+            f"- {backend}: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+        )
+    skipped = sum(1 for r in rows if r["eager"].startswith("error"))
+    lines += [f"- eager fails on the sample (skipped): {skipped}", ""]
+    head = ["op", "dtype"] + [f"{b} {c}" for b in backends for c in ("result", "kernels")]
+    lines += ["| " + " | ".join(head + ["why"]) + " |", "|" + "---|" * (len(head) + 1)]
+    for r in rows:
+        if r["eager"].startswith("error"):
+            continue
+        cells = [r["cells"].get(b) for b in backends]
+        shown = []
+        for c in cells:
+            shown += ["-", "-"] if c is None else [category(c), str(c["kernels"])]
+        why = next((c["message"] or "; ".join(c["fallbacks"]) for c in cells if c), "")
+        lines.append("| " + " | ".join([r["op"], r["dtype"], *shown, why.replace("|", "/")]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def sweep(names: list[str], device: str, backends: tuple[str, ...], timeout: float, out: Path):
+    rows: list[dict] = []
+    worker_ = Worker(device, backends)
+    try:
+        for i, name in enumerate(names, 1):
+            start = time.time()
+            rows.append(worker_.run(name, timeout))
+            cell = rows[-1]["cells"].get("mind")
+            status = category(cell) if cell else rows[-1]["eager"]
+            print(
+                f"[{i}/{len(names)}] {name}: {status} ({time.time() - start:.1f} s)",
+                file=sys.stderr,
+            )
+            out.with_suffix(".json").write_text(
+                json.dumps({"device": device, "rows": rows}, indent=1)
+            )
+            out.with_suffix(".md").write_text(markdown(rows, backends, device))
+    finally:
+        worker_.close()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python3 -m benchmarks.opinfo", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--ops", default=None, help="comma-separated op names (default: every op)")
+    p.add_argument("--inductor", action="store_true", help="also run TorchInductor")
+    p.add_argument("--backends", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per op")
+    p.add_argument("--out", type=Path, default=None, help="results path without suffix")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    backends = tuple(args.backends.split(",")) if args.backends else ("mind",)
+    if args.inductor and "inductor" not in backends:
+        backends += ("inductor",)
+    if args.worker:
+        worker(args.device, backends)
+        return 0
+    names = op_names()
+    if args.ops:
+        wanted = args.ops.split(",")
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            p.error(f"unknown op(s): {', '.join(unknown)}")
+        names = [n for n in names if n in wanted]
+    out = args.out or RESULTS / f"opinfo_{args.device.split(':')[0]}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = sweep(names, args.device, backends, args.timeout, out)
+    sys.stdout.write(markdown(rows, backends, args.device).split("\n| op")[0] + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""The backend never raises for a graph Dynamo hands over, lets Dynamo's own control-flow
+exceptions through, and a fallback runs the graph torch built (so it gives eager's answer)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from mind.passes import run_pipeline
+from mind.target.triton import emit
+from programs import no_fallback
+from torch._dynamo.utils import counters
+
+import mind
+from mind import MindFallbackWarning, backend
+from mind.fallback import DYNAMO_CONTROL_FLOW
+from mind.options import PIPELINE
+
+pytestmark = pytest.mark.usefixtures("isolated_runtime")
+
+
+def fallbacks(compiled, *inputs) -> tuple[object, list[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(*inputs)
+    return out, [str(w.message) for w in caught if issubclass(w.category, MindFallbackWarning)]
+
+
+def test_control_flow_exceptions_are_dynamo_bases():
+    names = {cls.__name__ for cls in DYNAMO_CONTROL_FLOW}
+    assert names == {"RestartAnalysis", "SkipFrame"}
+    assert issubclass(torch._dynamo.exc.TensorifyScalarRestartAnalysis, DYNAMO_CONTROL_FLOW)
+
+
+FLOAT_ARGUMENT = {
+    "clamp_min": lambda x, s: x.clamp(min=s),
+    "pow": lambda x, s: x.pow(s),
+    "leaky_relu": lambda x, s: F.leaky_relu(x, s),
+    "add_alpha": lambda x, s: torch.add(x, x, alpha=s),
+    "where": lambda x, s: torch.where(x > 1, x, s),
+}
+
+
+@pytest.mark.parametrize("name", FLOAT_ARGUMENT)
+def test_a_new_python_float_restarts_dynamo_instead_of_falling_back(name):
+    """The second call with another float makes Dynamo restart with the float as a tensor input
+    (TensorifyScalarRestartAnalysis, raised inside AOTAutograd): caught, it left the graph eager."""
+    fn = FLOAT_ARGUMENT[name]
+    compiled = torch.compile(fn, backend="mind")
+    x = torch.rand(4, 4) + 0.5
+    with no_fallback():
+        for s in (0.5, 0.75, 1.25):
+            torch.testing.assert_close(compiled(x, s), fn(x, s))
+
+
+def test_tanh_gelu_under_dynamic_shapes_compiles():
+    fn = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731
+    compiled = torch.compile(fn, backend="mind", dynamic=True)
+    with no_fallback():
+        for n in (5, 17, 33):
+            x = torch.randn(n)
+            torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_fallback_after_a_first_call_failure_runs_aotautograds_graph(monkeypatch):
+    """The generated code fails at its first call: from then on the graph AOTAutograd built runs,
+    with eager's answer (the eager rebuild from IR text raised TypeError on `nonzero`)."""
+    real = backend.load_program
+
+    def failing(graph, dump, pipeline):
+        real(graph, dump, pipeline)
+
+        def call(args):
+            raise RuntimeError("first call failed on purpose")
+
+        return SimpleNamespace(call=call)
+
+    monkeypatch.setattr(backend, "load_program", failing)
+    fn = lambda x: torch.nonzero(x > 0).sum()  # noqa: E731
+    warned = []
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(fn, backend="mind")
+        for _ in range(2):
+            x = torch.randn(4, 4)
+            out, warnings_ = fallbacks(compiled, x)
+            torch.testing.assert_close(out, fn(x))
+            warned += warnings_
+    assert len(warned) == 1 and "on purpose" in warned[0]
+
+
+def test_data_dependent_sizes_are_bound_from_the_op_that_makes_them():
+    """`nonzero`'s row count and `item()` are sizes only running the graph gives (Inductor's
+    unbacked symbols, `u0`): the wrapper binds each from the ATen result that defines it, and
+    Dynamo's runtime asserts on it (`operator.ge(u0, 0)`) run as Python."""
+    programs = {
+        "nonzero": (lambda x: torch.nonzero(x > 0).sum(), lambda i: torch.randn(4, 4) * (i - 1)),
+        "item": (lambda x: torch.ones(x.sum().item() + 1) * 2, lambda i: torch.full((2,), i)),
+    }
+    config = {"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True}
+    for fn, make in programs.values():
+        torch._dynamo.reset()
+        with torch._dynamo.config.patch(**config), no_fallback():
+            compiled = torch.compile(fn, backend="mind")
+            for i in range(3):  # i = 1: nonzero finds no row
+                x = make(i)
+                torch.testing.assert_close(compiled(x), fn(x))
+        with torch._dynamo.config.patch(**config):
+            aten = mind.capture(fn, make(2), stage="aten")
+        call = emit(run_pipeline(aten, PIPELINE)).split("def call(args):")[1]
+        assert re.search(r"\n    u0 = \w+(\.size\(0\))?\n", call), call
+
+
+def chunk_silu(x):
+    a, b = x.chunk(2, -1)
+    return F.silu(a) * b
+
+
+def first_half(x):
+    return x[:, : x.shape[1] // 2] * 2
+
+
+@pytest.mark.parametrize("fn", [chunk_silu, first_half], ids=lambda f: f.__name__)
+def test_fallback_of_a_symbolic_graph_gives_eagers_answer(fn, monkeypatch):
+    """Generation fails on purpose: the graph binds size arithmetic (`operator.floordiv`), which
+    the rebuild from text bound through `getitem`."""
+
+    def broken(graph, dump, *passes):
+        raise RuntimeError("generation failed on purpose")
+
+    monkeypatch.setattr(backend, "generate", broken)
+    compiled = torch.compile(fn, backend="mind", dynamic=True)
+    warned = []
+    for cols in (8, 12):
+        x = torch.randn(3, cols)
+        out, warnings_ = fallbacks(compiled, x)
+        torch.testing.assert_close(out, fn(x))
+        warned += warnings_
+    assert len(warned) == 1 and "on purpose" in warned[0]
+
+
+def test_failure_in_a_backward_graph_falls_back_inside_backward(monkeypatch):
+    """The backward compiles lazily, inside `loss.backward()`: its fallback must happen there."""
+    real = backend.generate
+
+    def fail_backward(graph, dump, *passes):
+        if graph.symbol.endswith("_backward"):
+            raise RuntimeError("backward generation failed on purpose")
+        return real(graph, dump, *passes)
+
+    monkeypatch.setattr(backend, "generate", fail_backward)
+    w = torch.randn(6, requires_grad=True)
+    ref = w.detach().clone().requires_grad_()
+    fn = lambda w: (w.sin() * 2).sum()  # noqa: E731
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.compile(fn, backend="mind")(w).backward()
+    fn(ref).backward()
+    torch.testing.assert_close(w.grad, ref.grad)
+    assert any("on purpose" in str(c.message) for c in caught)
+
+
+def dynamic_inputs(case, step: int) -> tuple[torch.Tensor, ...]:
+    """The case's small inputs with every size grown by `2 * step`: sizes equal across inputs stay
+    equal (a matmul's K, a transpose), even sizes stay even (a chunk in two)."""
+    return tuple(
+        (torch.randn([s + 2 * step for s in i.small]) * i.scale).to(i.dtype) for i in case.inputs
+    )
+
+
+def test_benchmark_patterns_compile_once_under_dynamic_shapes_and_serve_three_sizes():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is a folder
+    from benchmarks.cases import CASES
+
+    for case in CASES:
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(case.fn, backend="mind", dynamic=True)
+        with no_fallback():
+            for step in range(3):
+                inputs = dynamic_inputs(case, step)
+                want = case.fn(*inputs)
+                torch.testing.assert_close(compiled(*inputs), want, rtol=2e-2, atol=2e-2)
+        assert counters["stats"]["unique_graphs"] == 1, case.name

@@ -1,0 +1,155 @@
+"""Programs that once compiled to a wrong answer or fell back where nothing should fail: each is
+compiled strictly (no fallback) and compared with eager, NaN included."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from programs import compile_strictly
+
+from mind import MindFallbackWarning
+
+pytestmark = pytest.mark.usefixtures("isolated_runtime")
+
+NAN_ROW = torch.tensor([[1.0, float("nan"), 3.0], [4.0, 2.0, -1.0]])
+
+
+def _long_rows() -> torch.Tensor:
+    x = torch.randn(2, 5000)  # looped reduction: the NaN arrives in a later block
+    x[0, 3001] = float("nan")
+    return x
+
+
+CASES = {
+    # max/min reductions propagate NaN (tl.max/tl.min drop it)
+    "amax_nan": (lambda x: x.amax(-1), lambda: (NAN_ROW,)),
+    "amin_nan": (lambda x: x.amin(-1), lambda: (NAN_ROW,)),
+    "max_all_nan": (lambda x: x.max(), lambda: (NAN_ROW,)),
+    "max_dim_nan": (lambda x: torch.max(x, -1), lambda: (NAN_ROW,)),
+    "amax_looped_nan": (lambda x: x.amax(-1), lambda: (_long_rows(),)),
+    "amin_looped_nan": (lambda x: x.amin(-1), lambda: (_long_rows(),)),
+    # nothing to reduce: a 0-d input, size-1 dims (index 0, the value itself)
+    "argmax_0d": (lambda x: x.argmax(), lambda: (torch.tensor(3.5),)),
+    "argmin_0d": (lambda x: x.argmin(), lambda: (torch.tensor(3.5),)),
+    "max_dim_0d": (lambda x: torch.max(x, 0), lambda: (torch.tensor(3.5),)),
+    "argmax_one_element": (lambda x: x.argmax(), lambda: (torch.tensor([3.5]),)),
+    "sum_size_one_dim": (lambda x: x.sum(-1), lambda: (torch.randn(3, 1),)),
+    "rms_norm_size_one_rows": (
+        lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5),
+        lambda: (torch.randn(3, 1),),
+    ),
+    "int_sum_size_one_dim": (lambda x: x.sum(0), lambda: (torch.arange(4).view(1, 4),)),
+    # 0-d inputs: a scalar load mixed with blocks
+    "heaviside_0d": (torch.heaviside, lambda: (torch.tensor(0.0), torch.tensor(0.5))),
+    "logaddexp_0d": (torch.logaddexp, lambda: (torch.tensor(0.3), torch.tensor(-1.2))),
+    "isclose_0d": (torch.isclose, lambda: (torch.tensor(1.0), torch.tensor(1.0 + 1e-9))),
+    "index_select_0d": (
+        lambda x, i: torch.index_select(x, 0, i),
+        lambda: (torch.tensor(5.0), torch.tensor([0])),
+    ),
+    # reductions over no element give the identity (sum 0, prod 1, any false, all true)
+    "sum_over_empty_dim": (lambda x: x.sum(1), lambda: (torch.randn(4, 0),)),
+    "prod_any_all_over_empty_dim": (
+        lambda x: (x.prod(0), x.any(0), x.all(0)),
+        lambda: (torch.randn(0, 3),),
+    ),
+    "mean_over_empty_dim": (lambda x: x.mean(1), lambda: (torch.randn(4, 0),)),
+    "vecdot_empty": (torch.linalg.vecdot, lambda: (torch.randn(3, 0), torch.randn(3, 0))),
+    # an overload the packet's lowering does not take (`round.decimals`) is an ATen call
+    "round_decimals": (lambda x: torch.round(x, decimals=2), lambda: (torch.randn(6) * 10,)),
+    # effect tokens (with_effects around _linalg_check_errors) live inside the graph
+    "linalg_inv": (torch.linalg.inv, lambda: (torch.randn(4, 4) + 4 * torch.eye(4),)),
+    "linalg_solve": (
+        torch.linalg.solve,
+        lambda: (torch.randn(3, 3) + 3 * torch.eye(3), torch.randn(3)),
+    ),
+    "linalg_cholesky": (
+        lambda a: torch.linalg.cholesky(a @ a.mT + torch.eye(3)),
+        lambda: (torch.randn(3, 3),),
+    ),
+    # the CPU flash-attention op returns the logsumexp, not the attention weights
+    "sdpa_flash_cpu": (
+        lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v),
+        lambda: tuple(torch.randn(1, 2, 4, 8) for _ in range(3)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_matches_eager(name):
+    fn, make = CASES[name]
+    inputs = make()
+    torch.testing.assert_close(compile_strictly(fn, *inputs), fn(*inputs), equal_nan=True)
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_conv_batch_norm_net(mode):
+    """Eval mode traces to the in-place `_native_batch_norm_legit`, which AOTAutograd refused:
+    batch norm decomposes to functional ATen by torch's own rules, running stats included."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    ref = copy.deepcopy(net)
+    getattr(net, mode)(), getattr(ref, mode)()
+    x = torch.randn(2, 3, 6, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(compile_strictly(net, x), ref(x))
+    torch.testing.assert_close(net[1].running_mean, ref[1].running_mean)
+    torch.testing.assert_close(net[1].running_var, ref[1].running_var)
+
+
+RAISES = {
+    # an index out of range: the kernel asserts (Inductor's indirect-index assert), and the
+    # first call's failure reruns eager, which raises its own IndexError
+    "embedding_out_of_range": (
+        lambda i, w: F.embedding(i, w),
+        lambda: (torch.tensor([0, 12]), torch.randn(10, 4)),
+        IndexError,
+    ),
+    "index_select_out_of_range": (
+        lambda x, i: x.index_select(0, i),
+        lambda: (torch.randn(5, 3), torch.tensor([1, 5])),
+        IndexError,
+    ),
+    # integer division by zero raises on CPU ("ZeroDivisionError"), as Inductor's CPU code does
+    "floordiv_by_zero": (
+        lambda a, b: a // b,
+        lambda: (torch.tensor([5, 6]), torch.tensor([0, 2])),
+        RuntimeError,
+    ),
+    "remainder_by_zero": (
+        lambda a, b: a % b,
+        lambda: (torch.tensor([5, 6]), torch.tensor([2, 0])),
+        RuntimeError,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", RAISES)
+def test_raises_where_eager_raises(name):
+    fn, make, error = RAISES[name]
+    inputs = make()
+    with pytest.raises(error):
+        fn(*inputs)
+    with pytest.raises(error), pytest.warns(MindFallbackWarning, match="KernelError"):
+        torch.compile(fn, backend="mind")(*inputs)
+
+
+def test_kernels_assert_only_what_eager_checks(tmp_path, monkeypatch):
+    """The gather kernel asserts its bounds and compiles with debug; a float division does not."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    fn = lambda i, w, x: (F.embedding(i, w), x / (x - x))  # noqa: E731
+    compile_strictly(fn, torch.tensor([1, 2]), torch.randn(10, 4), torch.randn(3))
+    (source,) = [p.read_text() for p in tmp_path.glob("*.py")]
+    assert source.count("tl.device_assert(") == 1 and "'index out of bounds'" in source
+    assert source.count("@triton.jit(debug=True)") == 1
+
+
+def test_singular_matrix_raises_as_eager_does_on_every_call():
+    """The generated code runs `_linalg_check_errors` itself: a later call raises it too."""
+    compiled = torch.compile(torch.linalg.inv, backend="mind")
+    torch.testing.assert_close(compiled(torch.eye(3) * 2), torch.eye(3) / 2)
+    with pytest.raises(torch.linalg.LinAlgError):
+        compiled(torch.zeros(3, 3))
