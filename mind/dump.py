@@ -20,12 +20,17 @@ def dump_dir() -> Path | None:
 
 @dataclass
 class GraphDump:
-    """The stages one graph went through: written as they come when dumping, and the last good
-    one kept so that a failure can name a reproducer."""
+    """The stages one graph went through: written as they come when dumping. Otherwise only the
+    first IR is printed, and the passes run after it remembered: a failure rebuilds the last good
+    IR from them, so that compiling prints nothing after each pass."""
 
     graph: str
     directory: Path | None = field(default_factory=dump_dir)
+    #: the last IR printed, as (suffix, text)
     last: tuple[str, str] | None = None
+    #: the passes run on `last` since it was printed, and the suffix their output would have
+    replay: list = field(default_factory=list)
+    suffix: str | None = None
     stages: set[str] = field(default_factory=set)
 
     def path(self, suffix: str) -> Path | None:
@@ -39,22 +44,44 @@ class GraphDump:
 
     def stage(self, stage: str, module: Module, pass_name: str | None = None) -> None:
         """Record IR of `stage`: `<graph>.<stage>` the first time, `<graph>.<pass>.<stage>` after."""
+        self.last = (self._suffix(stage, pass_name), str(module))
+        self.replay, self.suffix = [], self.last[0]
+        self.write(*self.last)
+
+    def _suffix(self, stage: str, pass_name: str | None) -> str:
         suffix = f"{pass_name}.{stage}" if stage in self.stages and pass_name else stage
         self.stages.add(stage)
-        self.last = (suffix, str(module))
-        self.write(*self.last)
+        return suffix
 
     def after_pass(self, p, module: Module) -> None:
         """The PassManager's `on_pass` hook."""
-        self.stage(p.output, module, p.name)
+        if self.directory or self.last is None:
+            self.stage(p.output, module, p.name)
+        else:
+            self.replay.append(p)
+            self.suffix = self._suffix(p.output, p.name)
 
     def reproducer(self) -> Path | None:
         """The file holding the last good IR, written to a temporary folder when not dumping."""
         if self.last is None:
             return None
-        suffix, text = self.last
         if self.directory:
-            return self.path(suffix)
+            return self.path(self.last[0])
+        suffix, text = self._rebuilt()
         path = Path(tempfile.mkdtemp(prefix="mind-")) / f"{self.graph}.{suffix}"
         path.write_text(text)
         return path
+
+    def _rebuilt(self) -> tuple[str, str]:
+        """The last good IR: the passes replayed on the last printed IR (or that IR, should
+        replaying fail)."""
+        if not self.replay:
+            return self.last
+        from mind.parser import parse
+        from mind.passes.manager import PassManager
+
+        try:
+            module = PassManager(self.replay, verify_each=False).run(parse(self.last[1]))
+        except Exception:
+            return self.last
+        return self.suffix, str(module)
