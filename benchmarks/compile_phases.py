@@ -43,14 +43,18 @@ MIND_PHASES = (
 NOT_COMPILE = ("run",)
 
 
-class Phases:
-    """Exclusive seconds per phase (each pass is one, `pass:<name>`), on `clock`: the CPU time of
-    this process by default, which other work on a shared machine does not inflate."""
+#: the clocks every phase is timed on: CPU time of this process (which other work on a shared
+#: machine does not inflate) and wall time
+CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
-    def __init__(self, clock: Callable[[], float] = time.process_time) -> None:
-        self.clock = clock
-        self.seconds: dict[str, float] = defaultdict(float)
-        self._stack: list[float] = []
+
+class Phases:
+    """Exclusive seconds per phase (each pass is one, `pass:<name>`) on each clock: a phase
+    called inside another is taken out of the outer one."""
+
+    def __init__(self) -> None:
+        self.seconds = {clock: defaultdict(float) for clock in CLOCKS}
+        self._stack: list[dict[str, float]] = []
 
     def install(self, table=MIND_PHASES) -> None:
         for module, attr, phase in table:
@@ -67,21 +71,24 @@ class Phases:
     def timed(self, fn: Callable, phase: str) -> Callable:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            start = self.clock()
-            self._stack.append(0.0)
+            start = {clock: now() for clock, now in CLOCKS.items()}
+            self._stack.append(dict.fromkeys(CLOCKS, 0.0))
             try:
-                result = fn(*args, **kwargs)
+                return fn(*args, **kwargs)
             finally:
-                total = self.clock() - start
-                self.seconds[phase] += total - self._stack.pop()
-                if self._stack:
-                    self._stack[-1] += total
-            return result
+                inner = self._stack.pop()
+                for clock, now in CLOCKS.items():
+                    total = now() - start[clock]
+                    self.seconds[clock][phase] += total - inner[clock]
+                    if self._stack:
+                        self._stack[-1][clock] += total
 
         return wrapper
 
-    def take(self) -> dict[str, float]:
-        out, self.seconds = dict(self.seconds), defaultdict(float)
+    def take(self) -> dict[str, dict[str, float]]:
+        """Seconds per phase on each clock since the last call."""
+        out = {clock: dict(seconds) for clock, seconds in self.seconds.items()}
+        self.seconds = {clock: defaultdict(float) for clock in CLOCKS}
         return out
 
 

@@ -68,13 +68,12 @@ def summarize(steps: dict) -> dict:
     out: dict = {"wall_s": 0.0, "cpu_s": 0.0, "phases": {}}
     phases = out["phases"]
     for step in steps.values():
-        own = step.get("phases", {})
-        ran = sum(own.get(p, 0.0) for p in NOT_COMPILE)
-        out["wall_s"] += step["wall_s"] - ran
-        out["cpu_s"] += step["cpu_s"] - ran
-        if own:
-            phases["dynamo"] = phases.get("dynamo", 0.0) + step["cpu_s"] - sum(own.values())
-            for name, seconds in own.items():
+        own = step.get("phases", {"cpu": {}, "wall": {}})
+        for clock in ("wall", "cpu"):
+            out[f"{clock}_s"] += step[f"{clock}_s"] - sum(own[clock].get(p, 0) for p in NOT_COMPILE)
+        if own["cpu"]:
+            phases["dynamo"] = phases.get("dynamo", 0.0) + step["cpu_s"] - sum(own["cpu"].values())
+            for name, seconds in own["cpu"].items():
                 if name not in NOT_COMPILE:
                     phases[name] = phases.get(name, 0.0) + seconds
     return out

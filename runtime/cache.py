@@ -17,22 +17,16 @@ is no error: the caller compiles in memory.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import sys
-import tempfile
 from functools import cache
 from pathlib import Path
 
 import torch
 import triton
+from mind.ir.files import cache_dir, write_atomic
 
 _KEY = re.compile(r"[0-9a-f]{64}$")
-
-
-def cache_dir() -> Path:
-    """`$MIND_CACHE_DIR`, or `~/.cache/mind`."""
-    return Path(os.environ.get("MIND_CACHE_DIR") or Path.home() / ".cache" / "mind")
 
 
 def device_key(interpret: bool) -> str:
@@ -93,21 +87,6 @@ def module_path(key: str) -> Path:
     return cache_dir() / key[:2] / f"{key}.py"
 
 
-def _write(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:16]}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
@@ -122,7 +101,7 @@ def cached_file(source: str, key: str) -> Path | None:
     if _read(path) == source:
         return path
     try:
-        _write(path, source)
+        write_atomic(path, source, durable=True)
     except OSError:
         return None
     return path
@@ -142,6 +121,10 @@ def cached_graph(key: str, interpret: bool) -> str | None:
 def remember_graph(key: str, source: str, interpret: bool) -> None:
     """Record that graph `key` compiles to `source` (whose module file the loader wrote)."""
     try:
-        _write(cache_dir() / "graphs" / key[:2] / key, source_key(source, interpret) + "\n")
+        write_atomic(
+            cache_dir() / "graphs" / key[:2] / key,
+            source_key(source, interpret) + "\n",
+            durable=True,
+        )
     except OSError:
         pass  # an unwritable cache: the next process compiles again
