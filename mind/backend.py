@@ -105,12 +105,11 @@ def load_program(graph: Operation, dump: GraphDump, pipeline: str):
     interpret = _interpret(graph)
     interpret = runtime.default_interpret() if interpret is None else interpret
     key = None if dump.directory else runtime.graph_key(_anonymous(graph), pipeline, interpret)
-    source = runtime.cached_graph(key, interpret) if key else None
-    if source is None:
-        source = generate(graph, dump, pipeline)
+    cached = runtime.cached_graph(key, interpret) if key else None
+    source = cached if cached is not None else generate(graph, dump, pipeline)
     origin = dump.path("triton") or f"{graph.symbol}.triton"
     program = runtime.load(source, graph.symbol, str(origin), interpret=interpret)
-    if key:
+    if key and cached is None:
         runtime.remember_graph(key, source, interpret)
     return program
 
