@@ -12,9 +12,11 @@ after the numels.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import sympy
+from mind.analysis.loops import EXPR_CACHE_SIZE
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node
 from mind.dialects.triton import (
@@ -135,10 +137,14 @@ class KernelBuilder:
         shape = broadcast_shapes([shape_of(a) for a in args])
         return self.emit(scope, name, args, dtype, shape, attrs)
 
+    def in_scope(self, expr) -> sympy.Expr:
+        """An index over p vars in this kernel's variables."""
+        return _substituted(sympy.sympify(expr), tuple(self.subs.items()))
+
     def index(self, scope: Scope, expr, indirect=(), dtype=None) -> Value:
         """A flat index over p vars as a `triton.index` over this scope's vars (reused when the
         same expression was built in this scope)."""
-        expr = sympy.sympify(expr).subs(self.subs)
+        expr = self.in_scope(expr)
         binds = {}
         for s in sorted(expr.free_symbols, key=str):
             if s.name in scope.vars:
@@ -284,7 +290,7 @@ class KernelBuilder:
             v = self.emit(scope, "cast", [v], ptr_dtype(ptr.type), shape_of(v))
         offset = self.index(scope, index)
         if shape_of(v) and not shape_of(offset):  # one location written from a block (xnumel 1)
-            expr = sympy.sympify(index).subs(self.subs)
+            expr = self.in_scope(index)
             kind, arg = ("full", as_int_like(expr)) if expr.is_Integer else ("broadcast_to", offset)
             offset = self.emit(scope, kind, [arg], dtype_of(offset), shape_of(v))
         mask = self.mask(scope, self.groups_of(offset))
@@ -343,3 +349,8 @@ class KernelBuilder:
         for op in again:
             self.translate(redo, op)
         return redo.values[value]
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _substituted(expr: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
+    return expr.subs(dict(subs))

@@ -14,7 +14,7 @@ accessor, `set_arg`, `set_attr`, `replace_values`), which keeps each value's `us
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from .diagnostics import Location
@@ -368,6 +368,16 @@ class Block:
         """Take `op` out of the block without touching its operands (see Operation.erase)."""
         self.ops.remove(op)
         op.parent = None
+
+    def erase_ops(self, ops: Iterable[Operation]) -> None:
+        """Erase many of this block's ops (Operation.erase) in one pass over the block, not a
+        search of it per op."""
+        gone = set(ops)
+        self.ops[:] = [op for op in self.ops if op not in gone]
+        for op in gone:
+            op.parent = None
+            for inner in op.walk():
+                inner._unlink()
 
     def reorder(self, ops: list[Operation]) -> None:
         """The same ops in another order."""
