@@ -379,10 +379,11 @@ class Block:
             for inner in op.walk():
                 inner._unlink()
 
-    def reorder(self, ops: list[Operation]) -> None:
-        """The same ops in another order."""
-        assert len(ops) == len(self.ops) and set(ops) == set(self.ops)
-        self.ops[:] = ops
+    def reorder(self, ops: list[Operation], start: int = 0) -> None:
+        """The same ops in another order (those from `start` on, as many as `ops` holds)."""
+        stop = start + len(ops)
+        assert stop <= len(self.ops) and set(ops) == set(self.ops[start:stop])
+        self.ops[start:stop] = ops
 
     def clone(self, vmap: dict[Value, Any]) -> Block:
         args = [Value(a.name, a.type) for a in self.args]

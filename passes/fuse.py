@@ -148,7 +148,7 @@ def toposort(block: Block, start: int, stop: int) -> None:
             if waiting[j] == 0:
                 heapq.heappush(ready, j)
     assert len(order) == len(window), "a cycle among scheduled nodes"
-    block.ops[start:stop] = order
+    block.reorder(order, start)
 
 
 class FusionSearch:
