@@ -1,6 +1,6 @@
 """What one launch and one compiled call cost on the host, in microseconds.
 
-    python3 -m benchmarks.launch [--kernels 1,8,32] [--json out.json] [--md out.md]
+    python3 -m benchmarks.launch [--kernels 1,8,32] [--json out.json] [--md out.md] [--png out.png]
 
 Launches: a one-element kernel launched through Triton's JIT (`kernel[grid](...)`, which
 specializes its arguments and looks up its cache on every launch), through the compiled kernel's
@@ -33,6 +33,7 @@ import triton
 import triton.language as tl
 
 from benchmarks.measure import kernel_count
+from benchmarks.plot import Bar, Chart, save_or_say
 
 GRAPH_BACKENDS = {
     "eager": None,
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kernels", default="1,8,32", help="softmaxes per graph, comma-separated")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--md", type=Path)
+    parser.add_argument("--png", help="plot each backend's speedup over eager per call here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("benchmarks.launch measures CUDA launches: no CUDA device here")
@@ -158,6 +160,26 @@ def main(argv: list[str] | None = None) -> None:
         args.md.write_text(f"# Launch costs ({meta['device']})\n\n{table}")
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    save_or_say(args.png, chart(rows, meta["device"]))
+
+
+def chart(rows: list[dict], device: str) -> Chart:
+    """Per chain length, each compiled backend's speedup over eager in µs per call."""
+    graphs = [r for r in rows if "graph_kernels" in r]
+    lengths = list(dict.fromkeys(r["graph_kernels"] for r in graphs))
+    cell = {(r["graph_kernels"], r["backend"]): r.get("us_per_call") for r in graphs}
+
+    def bar(n: int, backend: str) -> Bar:
+        eager, own = cell.get((n, "eager")), cell.get((n, backend))
+        return Bar(eager / own if eager and own else None)
+
+    compiled = [b for b in GRAPH_BACKENDS if b != "eager"]
+    return Chart(
+        title=f"Host cost of a compiled call on {device}: speedup over eager",
+        ylabel="eager µs per call / backend's",
+        groups=[f"{n} softmax" for n in lengths],
+        series={b: [bar(n, b) for n in lengths] for b in compiled},
+    )
 
 
 if __name__ == "__main__":

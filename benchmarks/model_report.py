@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from benchmarks.plot import Bar, Chart
+
 Row = dict[str, object]
 Meta = dict[str, object]
 FIELDS = ("model", "dtype", "mode", "backend")
@@ -149,38 +151,24 @@ def read_json(paths: list[str]) -> tuple[list[Row], Meta]:
     return [r for run in runs for r in run["rows"]], meta
 
 
-def plot(path: str, rows: list[Row], meta: Meta) -> None:
+def chart(rows: list[Row], meta: Meta) -> Chart:
     """Grouped bars: one group per model, dtype and mode, one bar per compiled backend, its
     height the speedup over eager (the dashed line); a row without one is marked ERR, a bar whose
     check failed or whose backend fell back to eager is hatched."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = ordered(rows, meta)
     compiled = [b for b in meta["backends"] if b != "eager"]
     by_key = {(*group(r), r["backend"]): r for r in rows}
     groups = list(dict.fromkeys(group(r) for r in rows))
-    width = 0.8 / max(1, len(compiled))
-    per_group = max(0.8, 0.25 * len(compiled))  # inches: room for the bars and the label
-    fig, ax = plt.subplots(figsize=(max(6.0, per_group * len(groups) + 1.5), 4.5))
-    for j, b in enumerate(compiled):
-        xs = [i + (j - (len(compiled) - 1) / 2) * width for i in range(len(groups))]
-        cells = [by_key.get((*g, b)) for g in groups]
-        bars = ax.bar(xs, [(c or {}).get("speedup") or 0.0 for c in cells], width, label=b)
-        for bar, x, c in zip(bars, xs, cells):
-            if c is not None and c.get("speedup") is None:
-                ax.text(x, 0.05, "ERR", rotation=90, ha="center", va="bottom", fontsize=7)
-            elif c is not None:
-                bar.set_hatch("xx" if c.get("ok") is False else "//" if c.get("fallback") else "")
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xticks(range(len(groups)), [f"{m}\n{d} {mode}" for m, d, mode in groups], fontsize=8)
-    ax.set_ylabel("speedup over eager (wall time)")
-    ax.set_title(
-        f"Models on {meta['device_name']} (hatched: xx check failed, // some graph ran eagerly)"
+
+    def bar(cell: Row | None) -> Bar | None:
+        if cell is None:
+            return None
+        hatch = "xx" if cell.get("ok") is False else "//" if cell.get("fallback") else ""
+        return Bar(cell.get("speedup"), hatch)
+
+    return Chart(
+        title=f"Models on {meta['device_name']} (hatched: xx check failed, // some graph ran eagerly)",
+        ylabel="speedup over eager (wall time)",
+        groups=[f"{m}\n{d} {mode}" for m, d, mode in groups],
+        series={b: [bar(by_key.get((*g, b))) for g in groups] for b in compiled},
     )
-    ax.legend(ncol=max(1, len(compiled)), fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

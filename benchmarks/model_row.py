@@ -23,14 +23,18 @@ from benchmarks.common import catch_fallbacks, describe
 from benchmarks.measure import kernel_stats, max_error, sync, wall_ms
 from benchmarks.zoo import MODELS, make
 
-# name -> (torch.compile backend, mode); None is eager.
+# name -> (torch.compile backend, mode); None is eager. The max-autotune pair (-ma) runs when
+# asked for (--backends ...,inductor-ma,mind-ma): its compiles take minutes.
 BACKENDS: dict[str, tuple[str, str | None] | None] = {
     "eager": None,
     "inductor": ("inductor", None),
     "inductor-ro": ("inductor", "reduce-overhead"),
+    "inductor-ma": ("inductor", "max-autotune"),
     "mind": ("mind", None),
     "mind-ro": ("mind", "reduce-overhead"),
+    "mind-ma": ("mind", "max-autotune"),
 }
+DEFAULT_BACKENDS = [b for b in BACKENDS if not b.endswith("-ma")]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MODES = ("infer", "train")
 # Largest error, relative to the largest eager value (see `errors`), that still passes: a

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import model_report, workers
+from benchmarks import model_report, plot, workers
 from benchmarks.common import fresh_caches, names_arg
 from benchmarks.measure import check_graph_kernel_counter, check_kernel_counter
 from benchmarks.model_row import (
     BACKENDS,
+    DEFAULT_BACKENDS,
     DTYPES,
     MODES,
     TIMING,
@@ -72,7 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--models", type=names_arg(list(MODELS)), default=list(DEFAULT_MODELS))
     p.add_argument("--dtypes", type=names_arg(list(DTYPES)), default=list(DTYPES))
     p.add_argument("--modes", type=names_arg(MODES), default=list(MODES))
-    p.add_argument("--backends", type=names_arg(list(BACKENDS)), default=list(BACKENDS))
+    p.add_argument("--backends", type=names_arg(list(BACKENDS)), default=DEFAULT_BACKENDS)
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--small", action="store_true", help="tiny configs (for CPU smoke tests)")
     p.add_argument(
@@ -166,10 +167,7 @@ def write(args: argparse.Namespace, rows: list[dict], meta: dict, final: bool) -
     if args.md:
         Path(args.md).write_text(model_report.markdown(rows, meta))
     if final and args.png:
-        try:
-            model_report.plot(args.png, rows, meta)
-        except ImportError as e:
-            print(f"no plot: {e} (pip install -e '.[bench]')", file=sys.stderr)
+        plot.save_or_say(args.png, model_report.chart(rows, meta))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """Run every case under eager, Inductor and mind in one process; print a table, write JSON.
 
-    python3 -m benchmarks.run [--cases NAME,...] [--json out.json] [--device cuda]
+    python3 -m benchmarks.run [--cases NAME,...] [--json out.json] [--png out.png] [--device cuda]
+    python3 -m benchmarks.run --mode max-autotune     # both compilers autotune
     python3 -m benchmarks.run --device cpu --small --backends eager,mind   # smoke test
 
 Each (case, backend) cell is isolated: whatever it raises is recorded for that cell and the run
@@ -35,6 +36,7 @@ from benchmarks.measure import (
     nbytes,
     sync,
 )
+from benchmarks.plot import Bar, Chart, save_or_say
 from benchmarks.report import markdown, write_json
 
 BACKENDS = ("eager", "inductor", "mind")
@@ -45,8 +47,8 @@ TIMING = {
 COPY_BYTES = {False: 1 << 30, True: 1 << 24}  # by --small
 
 
-def _compiled(backend: str, fn):
-    return fn if backend == "eager" else torch.compile(fn, backend=backend)
+def _compiled(backend: str, fn, mode: str | None = None):
+    return fn if backend == "eager" else torch.compile(fn, backend=backend, mode=mode)
 
 
 def _free(device: str) -> None:
@@ -55,26 +57,30 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def first_call(backend: str, case: Case, args: tuple, device: str) -> tuple:
+def first_call(
+    backend: str, case: Case, args: tuple, device: str, mode: str | None = None
+) -> tuple:
     """(callable, output, seconds, fallback messages) of the first call, compile included."""
     torch._dynamo.reset()
     start = time.perf_counter()
     fallbacks: list[str] = []
     with catch_fallbacks(fallbacks):
-        fn = _compiled(backend, case.fn)
+        fn = _compiled(backend, case.fn, mode)
         out = fn(*args)
         sync(device)
     seconds = time.perf_counter() - start
     return fn, out, seconds, fallbacks
 
 
-def run_cell(backend: str, case: Case, args: tuple, want: object, device: str, roof: float) -> dict:
+def run_cell(
+    backend: str, case: Case, args: tuple, want: object, device: str, roof: float, mode=None
+) -> dict:
     """Time, check and count one backend on one case; an exception ends the cell, not the run."""
     cell: dict[str, object] = {}
     moved = nbytes(args) + nbytes(want)
     tol = case.tol or TOLERANCE[tree_leaves(want)[0].dtype]
     try:
-        fn, out, seconds, fallbacks = first_call(backend, case, args, device)
+        fn, out, seconds, fallbacks = first_call(backend, case, args, device, mode)
         if fallbacks:
             cell["fallback"] = fallbacks
         if backend != "eager":
@@ -100,7 +106,9 @@ def run_cell(backend: str, case: Case, args: tuple, want: object, device: str, r
     return cell
 
 
-def run_case(case: Case, backends: list[str], device: str, small: bool, roof: float) -> dict:
+def run_case(
+    case: Case, backends: list[str], device: str, small: bool, roof: float, mode=None
+) -> dict:
     row: dict[str, object] = {"name": case.name, "dtype": "-", "bytes": 0}
     try:
         args = make_inputs(case, device, small)
@@ -114,7 +122,7 @@ def run_case(case: Case, backends: list[str], device: str, small: bool, roof: fl
         shapes=[list(a.shape) for a in args],
         dtype=str(args[0].dtype).removeprefix("torch."),
         bytes=nbytes(args) + nbytes(want),
-        cells={b: run_cell(b, case, args, want, device, roof) for b in backends},
+        cells={b: run_cell(b, case, args, want, device, roof, mode) for b in backends},
     )
     mind, ind = row["cells"].get("mind", {}).get("ms"), row["cells"].get("inductor", {}).get("ms")
     row["mind_over_inductor"] = mind / ind if mind is not None and ind is not None else None
@@ -151,7 +159,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backends", type=names_arg(BACKENDS), default=list(BACKENDS))
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--small", action="store_true", help="tiny shapes (for CPU smoke tests)")
+    p.add_argument("--mode", help="torch.compile's mode for both compilers (max-autotune, ...)")
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--png", help="plot each backend's speedup over eager here (needs matplotlib)")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device here (use --device cpu --small)")
@@ -166,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "backends": args.backends,
+        "mode": args.mode,
         "small": args.small,
         "timing": TIMING[args.device],
         "cache_dir": fresh_caches(),
@@ -175,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     meta["startup_s"] = warm_up(args.backends, args.device)
     rows: list[dict] = []
     for case in select(args.cases):
-        rows.append(run_case(case, args.backends, args.device, args.small, meta["copy_gbps"]))
+        rows.append(
+            run_case(case, args.backends, args.device, args.small, meta["copy_gbps"], args.mode)
+        )
         print(f"[{time.perf_counter() - started:6.1f}s] {case.name} done", file=sys.stderr)
         if args.json:  # after every case, so a crash still leaves the finished rows
             write_json(args.json, rows, meta)
@@ -183,7 +196,28 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(rows, args.backends, meta))
     if args.json:
         write_json(args.json, rows, meta)
+    save_or_say(args.png, chart(rows, args.backends, meta))
     return 0
+
+
+def chart(rows: list[dict], backends: list[str], meta: dict[str, object]) -> Chart:
+    """Per case, each compiled backend's speedup over eager (ERR where it has no time, hatched
+    where its check failed or a graph ran eagerly)."""
+
+    def bar(row: dict, backend: str) -> Bar:
+        cell, eager = row["cells"].get(backend, {}), row["cells"].get("eager", {}).get("ms")
+        speedup = eager / cell["ms"] if eager and cell.get("ms") else None
+        return Bar(
+            speedup, "xx" if cell.get("ok") is False else "//" if cell.get("fallback") else ""
+        )
+
+    compiled = [b for b in backends if b != "eager"]
+    return Chart(
+        title=f"Speedup over eager on {meta['device_name']} (hatched: xx check failed, // fell back)",
+        ylabel="speedup over eager",
+        groups=[r["name"] for r in rows],
+        series={b: [bar(r, b) for r in rows] for b in compiled},
+    )
 
 
 if __name__ == "__main__":

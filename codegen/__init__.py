@@ -5,29 +5,46 @@ launches, their temporaries) made by the first strategy in STRATEGIES that appli
     pointwise.py       no reductions: 1-D or 2-D tiles
     persistent.py      a row in registers
     looped.py          a row in blocks, one r-loop per phase
+    split.py           few rows: each row's parts into a temporary, then the partials
+    template.py        a matmul (template = "mm"): tl.dot over tiles, the epilogue fused
     kernel.py          the builder they share: signature, index blocks, masks, body ops
     accumulators.py    how each reduction family folds (in registers, through an r-loop)
     online_softmax.py  ... and the online_softmax kind
+    welford.py         ... and the welford kind
     tiling.py, heuristics.py, phases.py   block axes and configs; the phases of a body
+    autotune.py        the candidates a launch lists under autotuning
 """
 
 from mind.dialects.scheduled import Node
 from mind.ir.core import Value
 
-from . import online_softmax  # noqa: F401  (adds its accumulator)
+from . import online_softmax, welford  # noqa: F401  (add their accumulators)
+from .autotune import with_candidates
 from .looped import Looped
 from .persistent import Persistent
 from .plan import KernelPlan, Launch, Options, Strategy
 from .pointwise import Pointwise
+from .split import Split
+from .template import MatmulTemplate
 
 #: tried in order: the first strategy that applies to a node plans it
-STRATEGIES: list[Strategy] = [Pointwise(), Persistent(), Looped()]
+STRATEGIES: list[Strategy] = [Pointwise(), MatmulTemplate(), Split(), Persistent(), Looped()]
 
 
-def plan_node(node: Node, options: Options, buffers: dict[Value, Value], index: int) -> KernelPlan:
-    """The plan for `node`; its kernels are numbered from `index` (the kernels made so far)."""
-    strategy = next(s for s in STRATEGIES if s.applies(node, options))
-    return strategy.plan(node, options, buffers, index)
+def plan_node(
+    node: Node,
+    options: Options,
+    buffers: dict[Value, Value],
+    index: int,
+    strategies: list[Strategy] = STRATEGIES,
+) -> KernelPlan:
+    """The plan for `node` by the first of `strategies` that applies, with autotuning's
+    candidates when asked; its kernels are numbered from `index` (the kernels made so far)."""
+    strategy = next(s for s in strategies if s.applies(node, options))
+    plan = strategy.plan(node, options, buffers, index)
+    if options.autotune:
+        plan = with_candidates(plan, node, strategy, options, buffers, index)
+    return plan
 
 
 __all__ = ["STRATEGIES", "KernelPlan", "Launch", "Strategy", "plan_node"]

@@ -9,11 +9,13 @@ Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as In
   outer ones (contiguous along x) take the widest XBLOCK keeping the tile under 4096.
 - looped reduction: inner XBLOCK=1 x R0_BLOCK up to 2048; outer XBLOCK=32 x R0_BLOCK=64, so
   every row of the tile reads 32 contiguous elements and a wide matrix still gives many programs.
-- warps: a warp per 128 elements of the tile, 2 to 8 (Inductor's `_num_warps`).
+- warps: a warp per 128 elements of the tile, 2 to `max-warps` (8; Inductor's `_num_warps`
+  allows looped reductions 16 warps up to 8192-wide blocks: `to-triton{max-warps=16}` says so).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy
@@ -23,6 +25,10 @@ from mind.ir.symbols import IntLike, as_int_like
 PERSISTENT_MAX = 1024
 #: the widest R0_BLOCK of a looped reduction
 MAX_R_BLOCK = 2048
+#: the most warps a looped reduction's program gets
+MAX_WARPS = 8
+#: the streaming multiprocessors a split reduction fills (an H200's)
+SM_COUNT = 132
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,8 @@ def pointwise_config(xnumel: int, ynumel: int | None = None) -> LaunchConfig:
     return LaunchConfig(blocks, max(warps, 4) if elements >= 128 else warps)
 
 
-def _reduction(xblock: int, rblock: int) -> LaunchConfig:
-    warps = _num_warps(xblock * rblock // 128, 2)
+def _reduction(xblock: int, rblock: int, max_warps: int = MAX_WARPS) -> LaunchConfig:
+    warps = _num_warps(xblock * rblock // 128, 2, max_warps)
     return LaunchConfig({"XBLOCK": xblock, "R0_BLOCK": rblock}, warps)
 
 
@@ -74,11 +80,138 @@ def persistent_config(xnumel: int, rnumel: int, inner: bool) -> LaunchConfig:
     return _reduction(max(fits, default=1), rblock)
 
 
-def looped_config(xnumel: int, rnumel: int, inner: bool, max_r_block: int) -> LaunchConfig:
+def looped_config(
+    xnumel: int, rnumel: int, inner: bool, max_r_block: int, max_warps: int = MAX_WARPS
+) -> LaunchConfig:
     if inner:
-        return _reduction(1, min(max_r_block, next_power_of_2(rnumel)))
+        return _reduction(1, min(max_r_block, next_power_of_2(rnumel)), max_warps)
     # 32 contiguous columns (a 128-byte line of f32) and 64 rows in flight per program
-    return _reduction(min(32, next_power_of_2(xnumel)), min(64, max_r_block))
+    return _reduction(min(32, next_power_of_2(xnumel)), min(64, max_r_block), max_warps)
+
+
+def split_factor(xnumel: int, rnumel: int, inner: bool, sm_count: int) -> int:
+    """Into how many parts a reduction of `xnumel` rows of `rnumel` splits (1: none), so that
+    enough programs fill `sm_count` SMs: Inductor's `reduction_split_factor` (2048 threads per SM,
+    8 warps per program, 32 to 512 elements per thread) with its gates (no split past 64 rows per
+    SM pair, nor of rows of at most 32; an inner row splits past 8192 and below 2 rows per SM)."""
+    threads_per_sm, threads = 2048, 8 * 32
+    low, high = 32 * sm_count * threads_per_sm, 512 * sm_count * threads_per_sm
+    total = rnumel * xnumel
+    if xnumel != 1 and (rnumel <= 32 or xnumel >= sm_count * 2 * 32):
+        return 1
+    if inner or xnumel == 1:
+        if xnumel >= 2 * sm_count or rnumel <= 8192:
+            return 1
+        if total <= low:
+            size = 32
+        elif total < high:
+            blocks = -(-(sm_count * threads_per_sm // (2 * threads)) // xnumel)
+            size = _even(rnumel, -(-rnumel // (threads * blocks)), 30, at_least=32)
+        else:
+            size = _even(rnumel, 512, 50)
+        return -(-rnumel // (size * threads))
+    per_thread, xblocks = 4, -(-xnumel // 128)
+    if total < low:
+        size = 32
+    elif total < high:
+        blocks = -(-(sm_count * threads_per_sm // threads) // xblocks)
+        size = _even(rnumel, -(-rnumel // (per_thread * blocks)), 20, at_least=32)
+    else:
+        size = _even(rnumel, 512, 50)
+    return -(-rnumel // (per_thread * size))
+
+
+def _even(n: int, size: int, slack: int, at_least: int = 1) -> int:
+    """`size`, or the divisor of n nearest it when one is within `slack` (an even split)."""
+    closest = min(sympy.divisors(n), key=lambda d: abs(d - size))
+    return max(closest, at_least) if abs(closest - size) < slack else size
+
+
+def template_config(m: int, n: int, k: int, itemsize: int) -> LaunchConfig:
+    """A matmul template's tiles: up to 128 x 128 (16 at least, tl.dot's smallest), k tiles of
+    32 f32 or 64 f16/bf16 elements, 8 warps for a full 128 x 128 tile, and the stages a Hopper
+    GPU's shared memory holds for them; GROUP_M = 8 as Inductor's."""
+    bm, bn = (min(128, max(16, next_power_of_2(s))) for s in (m, n))
+    bk = min(64 if itemsize <= 2 else 32, max(16, next_power_of_2(k)))
+    blocks = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}
+    return LaunchConfig(blocks, 8 if bm * bn >= 128 * 128 else 4, 4 if itemsize <= 2 else 3)
+
+
+# -- autotuning's candidates: Inductor's lists (triton_heuristics, mm_configs) and their kin,
+# -- fitted to the sizes (codegen/autotune.py drops the heuristic's own and duplicates)
+def pointwise_candidates(xnumel: int, ynumel: int | None = None) -> list[LaunchConfig]:
+    if ynumel is not None:
+        tiles = [(32, 32), (64, 64), (256, 16), (16, 256), (8, 128), (128, 8)]
+        return [
+            _tile(
+                {
+                    "YBLOCK": min(y, next_power_of_2(ynumel)),
+                    "XBLOCK": min(x, next_power_of_2(xnumel)),
+                },
+                w,
+            )
+            for y, x in tiles
+            for w in (4, 8)
+        ]
+    blocks = [b for b in (256, 512, 1024, 2048, 4096) if b <= max(256, next_power_of_2(xnumel))]
+    return [_tile({"XBLOCK": b}, w) for b in blocks for w in (2, 4, 8) if w * 32 <= b]
+
+
+def _tile(blocks: dict[str, int], warps: int) -> LaunchConfig:
+    return LaunchConfig(blocks, min(warps, max(1, math.prod(blocks.values()) // 32)))
+
+
+def persistent_candidates(xnumel: int, rnumel: int) -> list[LaunchConfig]:
+    rblock = next_power_of_2(rnumel)
+    xblocks = [x for x in (1, 2, 4, 8, 16, 32, 64, 128) if x * rblock <= 8192]
+    xblocks = [x for x in xblocks if x <= next_power_of_2(xnumel)] or [1]
+    return [
+        LaunchConfig({"XBLOCK": x, "R0_BLOCK": rblock}, w)
+        for x in xblocks
+        for warps in [_num_warps(x * rblock // 128, 1, 16)]
+        for w in sorted({max(1, warps // 2), warps, min(16, warps * 2)})
+    ]
+
+
+def looped_candidates(xnumel: int, rnumel: int, inner: bool) -> list[LaunchConfig]:
+    r = next_power_of_2(rnumel)
+    if inner:
+        shapes = [(1, b) for b in (512, 1024, 2048, 4096)] + [(2, 1024), (4, 512), (8, 512)]
+    else:
+        shapes = [(32, 64), (64, 64), (16, 32), (64, 16), (128, 8), (8, 512), (64, 4), (32, 16)]
+    return [
+        LaunchConfig({"XBLOCK": min(x, next_power_of_2(xnumel)), "R0_BLOCK": min(b, r)}, w)
+        for x, b in shapes
+        for w in ((4, 8, 16) if inner else (4, 8))
+    ]
+
+
+#: Inductor's mm_configs: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)
+MM_CONFIGS = (
+    (32, 32, 16, 1, 2), (32, 32, 128, 2, 4), (32, 64, 32, 5, 8), (64, 32, 32, 5, 8),
+    (64, 32, 128, 5, 4), (64, 64, 16, 2, 4), (64, 64, 32, 2, 4), (64, 64, 64, 3, 8),
+    (64, 64, 128, 5, 4), (64, 128, 32, 3, 4), (64, 128, 32, 4, 8), (64, 128, 64, 3, 4),
+    (64, 128, 128, 4, 4), (128, 64, 32, 3, 4), (128, 64, 32, 4, 8), (128, 128, 32, 2, 8),
+    (128, 128, 32, 3, 4), (128, 128, 64, 3, 4), (128, 128, 64, 5, 8), (128, 128, 128, 4, 8),
+    (128, 256, 64, 4, 8),
+)  # fmt: skip
+
+
+def template_candidates(m: int, n: int, k: int) -> list[LaunchConfig]:
+    fit = [max(16, next_power_of_2(s)) for s in (m, n, k)]
+    return [
+        LaunchConfig(
+            {
+                "BLOCK_M": min(bm, fit[0]),
+                "BLOCK_N": min(bn, fit[1]),
+                "BLOCK_K": min(bk, fit[2]),
+                "GROUP_M": 8,
+            },
+            warps,
+            stages,
+        )
+        for bm, bn, bk, stages, warps in MM_CONFIGS
+    ]
 
 
 def grid(config: LaunchConfig, numels: dict[str, IntLike]) -> tuple:

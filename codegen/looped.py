@@ -9,16 +9,17 @@ Rows read again by a later loop stay in L2 (`evict_last`); the last loop streams
 
 from __future__ import annotations
 
+from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction
 from mind.dialects.triton import For, Yield, block_dim
 from mind.ir.core import Block, Region, Value
 from mind.ir.types import ScalarType
 
 from .accumulators import accumulator
-from .heuristics import looped_config
+from .heuristics import looped_candidates, looped_config
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
-from .tiling import Tiling, reduction_tiling
+from .tiling import Tiling, is_inner, reduction_tiling
 
 
 class Looped(Strategy):
@@ -29,8 +30,14 @@ class Looped(Strategy):
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         return reduction_tiling(
-            node, lambda x, r, inner: looped_config(x, r, inner, options.max_r_block)
+            node,
+            lambda x, r, inner: looped_config(x, r, inner, options.max_r_block, options.max_warps),
         )
+
+    def candidates(self, node: Node, options: Options, tiling: Tiling) -> list[Tiling]:
+        x, r = (size_hint(g.numel) for g in tiling.groups)
+        configs = looped_candidates(x, r, is_inner(node))
+        return [reduction_tiling(node, lambda *_, c=c: c) for c in configs]
 
     def body(self, b: KernelBuilder, top: Scope) -> None:
         rbase = b.base(top, b.tiling.rgroup)

@@ -5,10 +5,11 @@ in each phase that needs it."""
 
 from __future__ import annotations
 
+from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction
 
 from .accumulators import accumulator
-from .heuristics import persistent_config
+from .heuristics import persistent_candidates, persistent_config
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .tiling import Tiling, reduction_tiling, row_size
@@ -22,6 +23,10 @@ class Persistent(Strategy):
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         return reduction_tiling(node, persistent_config)
+
+    def candidates(self, node: Node, options: Options, tiling: Tiling) -> list[Tiling]:
+        x, r = (size_hint(g.numel) for g in tiling.groups)
+        return [reduction_tiling(node, lambda *_, c=c: c) for c in persistent_candidates(x, r)]
 
     def body(self, b: KernelBuilder, top: Scope) -> None:
         rgroup = b.tiling.rgroup

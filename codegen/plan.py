@@ -26,16 +26,22 @@ class Options(Protocol):
 
     persistent_max: int
     max_r_block: int
+    max_warps: int
+    split_reductions: bool
+    sm_count: int
+    autotune: bool
 
 
 @dataclass(frozen=True)
 class Launch:
     """`kernel[grid](*args)`: args are wrapper values (buffers, temporaries) and index
-    expressions (numels, size symbols)."""
+    expressions (numels, size symbols). `candidates`, for autotuning, are other ways to run it:
+    (kernel, {constexprs..., num_warps, num_stages}, grid)."""
 
     kernel: str
     args: list
     grid: tuple
+    candidates: tuple = ()
 
 
 @dataclass
@@ -68,6 +74,15 @@ class Strategy:
     def tiling(self, node: Node, options: Options) -> Tiling:
         raise NotImplementedError
 
+    def candidates(self, node: Node, options: Options, tiling: Tiling) -> list[Tiling]:
+        """Other tilings of the kernel `tiling` gives, for autotuning: other block sizes, warps
+        and stages that keep its source (codegen/autotune.py keeps those that do)."""
+        return []
+
+    def grid(self, tiling: Tiling) -> tuple:
+        """The launch grid: x blocks on axis 0, y blocks on axis 1."""
+        return grid(tiling.config, {g.block: g.numel for g in tiling.groups})
+
     def body(self, b: KernelBuilder, top: Scope) -> None:
         """The kernel's body after the program's index blocks."""
         raise NotImplementedError
@@ -82,7 +97,4 @@ class Strategy:
         name = kernel_name(self.prefix, node.origins or [], index)
         builder = KernelBuilder(node, tiling, self.name, name, buffers)
         kernel = builder.build(self)
-        numels = {g.block: g.numel for g in tiling.groups}
-        return KernelPlan(
-            [kernel], [Launch(name, builder.launch_args, grid(tiling.config, numels))]
-        )
+        return KernelPlan([kernel], [Launch(name, builder.launch_args, self.grid(tiling))])

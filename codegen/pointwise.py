@@ -3,8 +3,10 @@ for transposed accesses, see tiling.py)."""
 
 from __future__ import annotations
 
+from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node
 
+from .heuristics import pointwise_candidates
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .tiling import Tiling, pointwise_tiling
@@ -18,6 +20,11 @@ class Pointwise(Strategy):
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         return pointwise_tiling(node)
+
+    def candidates(self, node: Node, options: Options, tiling: Tiling) -> list[Tiling]:
+        numels = {g.prefix: size_hint(g.numel) for g in tiling.groups}
+        configs = pointwise_candidates(numels["x"], numels.get("y"))
+        return [pointwise_tiling(node, config) for config in configs]
 
     def body(self, b: KernelBuilder, top: Scope) -> None:
         for k in range(b.phases.count):

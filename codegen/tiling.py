@@ -113,14 +113,16 @@ def _tile_split(node: Operation, nx: int) -> int | None:
     return max(outer) + 1 if outer else None
 
 
-def _is_inner(node: Operation, nx: int, nr: int) -> bool:
+def is_inner(node: Operation) -> bool:
+    """Whether a reduction reads contiguously along r (else along x only: a column sum)."""
+    nx, nr = (len(s) for s in node.sizes)
     loads = _accesses(node)
     if any(_unit_stride(e, nx + nr - 1) for e in loads):
         return True
     return not any(_unit_stride(e, nx - 1) for e in loads) if nx else True
 
 
-def _index_dtype(node: Node, count: IntLike) -> DType:
+def index_dtype(node: Node, count: IntLike) -> DType:
     """i64 once the iteration count or an output's extent reaches 2**31 or is symbolic."""
     extents = [count]
     for value in node.results:
@@ -134,25 +136,27 @@ def _index_dtype(node: Node, count: IntLike) -> DType:
     return dt.i64 if max(extents) >= 2**31 else dt.i32
 
 
-def pointwise_tiling(node: Node) -> Tiling:
-    """1-D over the x dims, or a 2-D tile when an access is contiguous along an outer dim."""
+def pointwise_tiling(node: Node, config: LaunchConfig | None = None) -> Tiling:
+    """1-D over the x dims, or a 2-D tile when an access is contiguous along an outer dim; with
+    the heuristic's config, or `config` (of the same rank) when given."""
     (xs, _), x_dims = node.sizes, tuple(range(len(node.sizes[0])))
-    idt = _index_dtype(node, numel(xs))
+    idt = index_dtype(node, numel(xs))
     split = _tile_split(node, len(xs))
-    if split is not None:
+    if split is not None and (config is None or "YBLOCK" in config.blocks):
         ydims, xdims = x_dims[:split], x_dims[split:]
         ynumel = size_hint(numel(xs[:split]))
-        config = pointwise_config(size_hint(numel(xs[split:])), ynumel)
-        if cdiv(ynumel, config.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
+        tile = config or pointwise_config(size_hint(numel(xs[split:])), ynumel)
+        if cdiv(ynumel, tile.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
             return Tiling(
-                config,
+                tile,
                 (
                     Group("y", "YBLOCK", ydims, tuple(xs[:split]), 0, 2, 1, True),
                     Group("x", "XBLOCK", xdims, tuple(xs[split:]), 1, 2, 0, True),
                 ),
                 idt,
             )
-    config = pointwise_config(size_hint(numel(xs)))
+    if config is None or "YBLOCK" in config.blocks:
+        config = pointwise_config(size_hint(numel(xs)))
     return Tiling(config, (Group("x", "XBLOCK", x_dims, tuple(xs), 0, 1, 0, True),), idt)
 
 
@@ -165,7 +169,7 @@ def reduction_tiling(node: Node, choose: ReductionConfig) -> Tiling:
     xs, rs = (list(s) for s in node.sizes)
     nx, nr = len(xs), len(rs)
     rnumel = numel(rs)
-    config = choose(size_hint(numel(xs)), size_hint(rnumel), _is_inner(node, nx, nr))
+    config = choose(size_hint(numel(xs)), size_hint(rnumel), is_inner(node))
     rmasked = not isinstance(rnumel, int) or rnumel == 0 or rnumel % config.blocks["R0_BLOCK"] != 0
     return Tiling(
         config,
@@ -173,7 +177,7 @@ def reduction_tiling(node: Node, choose: ReductionConfig) -> Tiling:
             Group("x", "XBLOCK", tuple(range(nx)), tuple(xs), 0, 2, 0, True),
             Group("r0_", "R0_BLOCK", tuple(range(nx, nx + nr)), tuple(rs), 1, 2, None, rmasked),
         ),
-        _index_dtype(node, numel([*xs, *rs])),
+        index_dtype(node, numel([*xs, *rs])),
     )
 
 

@@ -148,25 +148,18 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
 def _import_call(node: torch.fx.Node, values: dict) -> Operation:
     val = node.meta.get("val")
     examples = list(val) if isinstance(val, tuple | list) else [val]
-    names = [node.name] if len(examples) == 1 else _getitem_names(node, len(examples))
     args, kwargs = to_attr(node.args, values), to_attr(dict(node.kwargs), values)
     target = node.target
-    if (
-        isinstance(target, torch._ops.OpOverload)
-        and target.namespace == "aten"
-        and lookup_op(op_name(target))
-    ):
-        return Operation(
-            op_name(node.target), list(args), kwargs, [type_of(e) for e in examples], names
-        )
-    return Operation(
-        "aten.call",
-        list(args),
-        kwargs,
-        [type_of(e) for e in examples],
-        names,
-        symbol=qualified_name(node.target),
-    )
+    opdef = None
+    if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
+        opdef = lookup_op(op_name(target))
+    if opdef is not None and not opdef.decl.results:
+        examples = []  # `_assert_scalar`: no result, as its declaration says
+    names = [node.name] if len(examples) == 1 else _getitem_names(node, len(examples))
+    types = [type_of(e) for e in examples]
+    if opdef is not None:
+        return Operation(opdef.name, list(args), kwargs, types, names)
+    return Operation("aten.call", list(args), kwargs, types, names, symbol=qualified_name(target))
 
 
 def _getitem_names(node: torch.fx.Node, count: int) -> list[str]:
@@ -195,9 +188,10 @@ def export_graph(graph_op: Operation) -> torch.fx.GraphModule:
             node = graph.call_function(
                 target, tuple(from_attr(op.args, nodes)), from_attr(dict(op.attrs), nodes)
             )
-            node.name = (
-                op.results[0].name if len(op.results) == 1 else f"{op.results[0].name}_tuple"
-            )
+            if op.results:  # (an op with none, `_assert_scalar`, keeps fx's name)
+                node.name = (
+                    op.results[0].name if len(op.results) == 1 else f"{op.results[0].name}_tuple"
+                )
             _bind_results(graph, op, node, nodes)
     return torch.fx.GraphModule(root, graph)
 

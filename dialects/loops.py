@@ -31,6 +31,8 @@ from .reductions import REDUCTIONS, SINGLE_KINDS
 from .scalar_ops import register_scalar_ops
 
 ORIGINS = list_of(STR)
+#: the templates a reduction may be computed by (passes/mm_templates.py, codegen/template.py)
+TEMPLATES = ("mm",)
 #: the strides a value must have, or none (where any layout will do)
 STRIDES = list_of(list_of(INDEX) | NONE)
 
@@ -122,6 +124,7 @@ class Reduction(Pointwise):
 
     reduction_ranges = attr(list_of(INDEX))
     reduction_type = attr(one_of(*SINGLE_KINDS))
+    template = opt_attr(one_of(*TEMPLATES))
 
 
 def _verify_body(op: Pointwise) -> None:

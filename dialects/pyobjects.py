@@ -37,8 +37,12 @@ _CONSTRUCTORS = {"builtins.slice": slice}
 
 
 def qualified_name(target: Any) -> str:
+    """`target`'s path under the allow-list: torch names a builtin (`getattr`) without its
+    module, which an `@path` needs."""
     name = _get_qualified_name(target)
     root, _, rest = name.partition(".")
+    if not rest and getattr(builtins, name, None) is target:
+        return f"builtins.{name}"
     return f"{_ALIASES.get(root, root)}.{rest}" if rest else name
 
 

@@ -6,12 +6,15 @@ Four families share the table: plain kinds fold values with a scalar op (sum, pr
 logical kinds fold b8 (any, all); index kinds find the position of the best value (argmax,
 argmin: the result is i64, the accumulator a (value, index) pair); `online_softmax` gives a
 row's max and its sum of exp(v - max) at once (two results: the scheduled dialect's rewrite of
-softmax, passes/online_softmax.py, as Inductor's online_softmax_reduce).
+softmax, passes/online_softmax.py, as Inductor's online_softmax_reduce); `welford` gives a row's
+mean and its sum of squared deviations m2 in one pass (two results: the rewrite of a two-pass
+variance, passes/welford.py, as Inductor's welford_reduce), its parts merged by `welford_merge`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from mind.ir import dtypes as dt
 from mind.ir.dtypes import DType
@@ -30,10 +33,11 @@ class Reduction:
     #: Python for `triton.reduce(value, axis)` over {v}, {axis}, {dt}; for index kinds the
     #: triton_helpers function of `triton.reduce_index`
     triton: str
-    #: "plain", "logical" (reads and accumulates b8), "index" (yields the position, i64) or
-    #: "online_softmax"
+    #: "plain", "logical" (reads and accumulates b8), "index" (yields the position, i64),
+    #: "online_softmax" or "welford"
     family: str = "plain"
-    #: f16/bf16 accumulate in f32, as eager's kernels do
+    #: f16/bf16 accumulate in f32, as eager's kernels do (exact for max and min, which Triton's
+    #: interpreter also compares wrongly in bf16)
     upcast: bool = False
     #: how many values it gives
     results: int = 1
@@ -78,8 +82,10 @@ REDUCTIONS: dict[str, Reduction] = {
                   upcast=True),
         Reduction("prod", "mul", "one", "prod", "triton_helpers.prod({v}, {axis}).to({dt})",
                   upcast=True),
-        Reduction("max", "maximum", "lowest", "amax", "tl.max({v}, {axis}, keep_dims=True)"),
-        Reduction("min", "minimum", "highest", "amin", "tl.min({v}, {axis}, keep_dims=True)"),
+        Reduction("max", "maximum", "lowest", "amax",
+                  "tl.max({v}, {axis}, keep_dims=True).to({dt})", upcast=True),
+        Reduction("min", "minimum", "highest", "amin",
+                  "tl.min({v}, {axis}, keep_dims=True).to({dt})", upcast=True),
         Reduction("argmax", "maximum", "lowest", "argmax", "argmax", family="index"),
         Reduction("argmin", "minimum", "highest", "argmin", "argmin", family="index"),
         Reduction("any", "logical_or", "zero", "any",
@@ -87,6 +93,8 @@ REDUCTIONS: dict[str, Reduction] = {
         Reduction("all", "logical_and", "one", "all",
                   "tl.min({v}.to(tl.int8), {axis}, keep_dims=True) != 0", family="logical"),
         Reduction("online_softmax", "maximum", "lowest", "amax", "", family="online_softmax",
+                  results=2),
+        Reduction("welford", "add", "zero", "mean", "", family="welford", upcast=True,
                   results=2),
     )
 }  # fmt: skip
@@ -98,3 +106,28 @@ SINGLE_KINDS = tuple(k for k, r in REDUCTIONS.items() if r.results == 1)
 #: what `triton.reduce` performs along an axis, and what `triton.reduce_index` does
 REDUCE_KINDS = tuple(k for k in SINGLE_KINDS if not REDUCTIONS[k].is_index)
 INDEX_KINDS = tuple(k for k in SINGLE_KINDS if REDUCTIONS[k].is_index)
+
+
+V = TypeVar("V")
+
+
+class Arith(Protocol[V]):
+    """Scalar ops on some representation of values (body ops, kernel blocks), and `sum`, which
+    reduces a value over the parts being merged."""
+
+    def sum(self, x: V) -> V: ...
+    def add(self, a: V, b: V) -> V: ...
+    def sub(self, a: V, b: V) -> V: ...
+    def mul(self, a: V, b: V) -> V: ...
+    def truediv(self, a: V, b: V) -> V: ...
+
+
+def welford_merge(ops: Arith[V], mean: V, m2: V, weight: V) -> tuple[V, V]:
+    """The welford kind's combine: the (mean, m2) of a row from those of its parts, each of
+    `weight` elements (Chan et al.'s parallel formula over any number of parts; an empty part has
+    weight 0 and adds nothing). Deviations are taken from the merged mean, never as a difference
+    of large sums: a row at a large offset keeps its precision."""
+    total = ops.sum(weight)
+    merged = ops.truediv(ops.sum(ops.mul(weight, mean)), total)
+    dev = ops.sub(mean, merged)
+    return merged, ops.add(ops.sum(m2), ops.sum(ops.mul(weight, ops.mul(dev, dev))))

@@ -25,7 +25,7 @@ from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .common import Call, add_graph_ops, add_memory_ops
-from .loops import ORIGINS, register_body_ops
+from .loops import ORIGINS, TEMPLATES, register_body_ops
 from .reductions import KINDS, REDUCTIONS
 
 #: a MemoryDep: (buffer, flat index over its variables, {variable: range})
@@ -42,6 +42,7 @@ class Node(Op):
     writes = attr(DEPS)
     unmet = attr(DEPS)
     met = attr(DEPS)
+    template = opt_attr(one_of(*TEMPLATES))
     buffers = var_results(LAID_OUT)
     body = region()
 

@@ -241,6 +241,27 @@ class CombineIndex(Op):
     best_index = result(TENSOR)
 
 
+class Dot(Op):
+    """tl.dot(a, b): the product of an [M, K] block by a [K, N] block, accumulated in f32"""
+
+    a = operand(TENSOR)
+    b = operand(TENSOR)
+    input_precision = opt_attr(one_of("ieee", "tf32"))
+    result = result(TENSOR)
+
+
+def _verify_dot(op: Dot) -> None:
+    a, b, out = shape_of(op.a), shape_of(op.b), op.result.type
+    if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+        raise VerifyError(
+            f"'triton.dot' needs [M, K] and [K, N] blocks, got {list(a)} and {list(b)}", op.loc
+        )
+    if dtype_of(op.a) != dtype_of(op.b):
+        raise VerifyError(f"'triton.dot' multiplies {dtype_of(op.a)} by {dtype_of(op.b)}", op.loc)
+    if out.dtype != dt.f32 or tuple(out.shape) != (a[0], b[1]):
+        raise VerifyError(f"'triton.dot' gives f32[{a[0]}, {b[1]}], declared {out}", op.loc)
+
+
 class For(Op):
     """for iv in range(start, stop, step), with loop-carried values"""
 
@@ -298,11 +319,18 @@ class Reuse(Op):
     result = result(LAID_OUT)
 
 
+GRID = tuple_of(INDEX, INDEX, INDEX)
+#: an autotuning candidate: (kernel, {constexprs..., num_warps, num_stages}, grid)
+CANDIDATE = tuple_of(STR, dict_of(STR, INT), GRID)
+
+
 class Launch(Op):
-    """kernel[grid](args, XBLOCK=..., num_warps=..., num_stages=...)"""
+    """kernel[grid](args, XBLOCK=..., num_warps=..., num_stages=...); with `candidates`, the
+    autotuner launches the fastest of the kernel as configured and of each candidate"""
 
     values = var_args()
-    grid = attr(tuple_of(INDEX, INDEX, INDEX))
+    grid = attr(GRID)
+    candidates = opt_attr(list_of(CANDIDATE))
 
 
 def _sibling_kernel(op: Operation, name: str) -> Operation | None:
@@ -323,6 +351,17 @@ def _verify_launch(op: Launch) -> None:
             f"'@{op.symbol}' takes {len(kernel.body.args)} arguments, launched with {len(op.args)}",
             op.loc,
         )
+    for name, config, _ in op.candidates or []:
+        other = _sibling_kernel(op, name)
+        if other is None or len(other.body.args) != len(kernel.body.args):
+            raise VerifyError(
+                f"candidate '@{name}' takes other arguments than '@{op.symbol}'", op.loc
+            )
+        if set(config) != {*other.constexprs, "num_warps", "num_stages"}:
+            raise VerifyError(
+                f"candidate '@{name}' sets {sorted(config)}, not its constexprs, num_warps and num_stages",
+                op.loc,
+            )
 
 
 TRITON = register_dialect(Dialect("triton"))
@@ -345,6 +384,7 @@ register_scalar_ops(
 TRITON.add("reduce", Reduce)
 TRITON.add("reduce_index", ReduceIndex)
 TRITON.add("combine_index", CombineIndex)
+TRITON.add("dot", Dot, verify=_verify_dot)
 TRITON.add("for", For, signature=True, verify=_verify_for)
 TRITON.add("yield", Yield)
 add_graph_ops(TRITON, name="wrapper", summary="The host function `call(args)`")

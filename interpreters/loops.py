@@ -262,9 +262,9 @@ def reduce_last(kind: str, x: torch.Tensor, dtype: DType) -> torch.Tensor:
     row = REDUCTIONS[kind]
     if row.is_logical:
         x = x.bool()
-    upcast = dt.upcast(dtype)
-    kwargs = {"dtype": to_torch(upcast)} if row.upcast and upcast != dtype else {}
-    return getattr(x, row.torch)(-1, **kwargs).to(to_torch(dtype))
+    if row.upcast and dt.upcast(dtype) != dtype:
+        x = x.to(to_torch(dt.upcast(dtype)))
+    return getattr(x, row.torch)(-1).to(to_torch(dtype))
 
 
 def _reduction(op: Reduction, env: Env) -> list[torch.Tensor]:

@@ -31,10 +31,9 @@ class NodeBody(Body):
         xs, rs = self.xs, self.rs
         x = torch.broadcast_to(self.values[op.value], xs + rs).reshape(*xs, math.prod(rs))
         dtype = op.results[0].type.dtype
-        if REDUCTIONS[op.reduction_type].family == "online_softmax":
-            top = reduce_last("max", x, dtype)
-            lanes = torch.where(top[..., None] == float("-inf"), 0.0, (x - top[..., None]).exp())
-            out = [top, reduce_last("sum", lanes, dtype)]
+        family = REDUCTIONS[op.reduction_type].family
+        if family in _SEVERAL:
+            out = _SEVERAL[family](x, dtype)
         else:
             out = [reduce_last(op.reduction_type, x, dtype)]
         for result, value in zip(op.results, out):
@@ -46,6 +45,23 @@ class NodeBody(Body):
             torch.as_tensor(index_value(op.index, self.grid)), self.values[op.value]
         )
         flat_memory(target)[index.reshape(-1)] = value.reshape(-1).to(target.dtype)
+
+
+def _online_softmax(x: torch.Tensor, dtype) -> list[torch.Tensor]:
+    """A row's max and its sum of exp(v - max) (0 for a row of -inf)."""
+    top = reduce_last("max", x, dtype)
+    lanes = torch.where(top[..., None] == float("-inf"), 0.0, (x - top[..., None]).exp())
+    return [top, reduce_last("sum", lanes, dtype)]
+
+
+def _welford(x: torch.Tensor, dtype) -> list[torch.Tensor]:
+    """A row's mean and its sum of squared deviations from it."""
+    mean = reduce_last("welford", x, dtype)
+    return [mean, reduce_last("sum", (x - mean[..., None]) ** 2, dtype)]
+
+
+#: the kinds that give several values: family -> (row tensor, dtype) -> the values
+_SEVERAL = {"online_softmax": _online_softmax, "welford": _welford}
 
 
 NodeBody.OPS = {**Body.OPS, "reduction": NodeBody.reduction, "store": NodeBody.store}

@@ -4,7 +4,7 @@
 name here loads on first use: the tools start without sympy, lark or torch, and those that only
 read and write IR (mind-opt, mind-translate) never import torch or Dynamo."""
 
-import importlib
+from importlib import import_module as _import_module
 
 _LAZY = {
     "parse": ("mind.parser", "parse"),
@@ -12,6 +12,7 @@ _LAZY = {
     "MindError": ("mind.ir.diagnostics", "MindError"),
     "capture": ("mind.frontend", "capture"),
     "MindFallbackWarning": ("mind.backend", "MindFallbackWarning"),
+    "set_logs": ("mind.ir.logs", "set_logs"),
 }
 
 
@@ -19,7 +20,12 @@ def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'mind' has no attribute '{name}'")
     module, attr = _LAZY[name]
-    return getattr(importlib.import_module(module), attr)
+    return getattr(_import_module(module), attr)
 
 
-__all__ = ["MindError", "MindFallbackWarning", "Module", "capture", "parse"]
+def __dir__() -> list[str]:
+    """The lazy names too (`dir(mind)` lists `capture`), beside what is loaded."""
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = ["MindError", "MindFallbackWarning", "Module", "capture", "parse", "set_logs"]

@@ -23,17 +23,21 @@ import torch
 import torch._dynamo
 from torch._functorch.aot_autograd import make_boxed_func
 
-from mind import runtime
+from mind import runtime, tuning
 from mind.dialects import aten, fx
 from mind.dump import GraphDump
 from mind.frontend import dynamo_guards
 from mind.ir.core import Module, Operation
+from mind.ir.diagnostics import user_stacklevel
+from mind.ir.logs import channel
 from mind.ir.types import SymType, TensorType
-from mind.options import Options, resolve_options
+from mind.options import Options, pipeline_of, resolve_options
+from mind.progress import progress
 from mind.runtime import compile_pool
 from mind.runtime.cudagraphs import CudaGraphs
 
 _GRAPH_NAMES = (f"graph{i}" for i in itertools.count())
+log = channel("output_code")
 
 
 class MindFallbackWarning(UserWarning):
@@ -41,11 +45,12 @@ class MindFallbackWarning(UserWarning):
 
 
 def fall_back(graph: str, exc: BaseException, reproducer: Path | None) -> None:
+    """Warn once that `graph` runs eagerly, at the user's line that compiled or called it."""
     where = f"reproducer IR: {reproducer}" if reproducer else "no IR was produced"
     warnings.warn(
         f"mind: graph '{graph}' runs eagerly: {type(exc).__name__}: {exc} ({where})",
         MindFallbackWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -89,7 +94,9 @@ def compile_aten_graph(graph: Operation, options: Options | None = None) -> Call
     options = options or Options()
     dump = GraphDump(graph.symbol)
     try:
-        program = load_program(graph, dump, options.pipeline)
+        if options.autotune:
+            tuning.install()
+        program = load_program(graph, dump, pipeline_of(options))
     except Exception as exc:
         return eager(graph, exc, dump)
     call = FirstCallCheck(program.call, graph, dump)
@@ -101,14 +108,21 @@ def compile_aten_graph(graph: Operation, options: Options | None = None) -> Call
 def load_program(graph: Operation, dump: GraphDump, pipeline: str):
     """The generated module for `graph`: from the graph cache when an earlier process compiled
     the same graph with the same pipeline (no pass runs), else generated and remembered. Dumping
-    (`MIND_DUMP_DIR`) always runs the passes, to write every stage."""
+    (`MIND_DUMP_DIR`) always runs the passes, to write every stage. A terminal shows progress."""
+    from mind.passes import parse_pipeline, resolve_pipeline
+
     interpret = _interpret(graph)
     interpret = runtime.default_interpret() if interpret is None else interpret
     key = None if dump.directory else runtime.graph_key(_anonymous(graph), pipeline, interpret)
     cached = runtime.cached_graph(key, interpret) if key else None
-    source = cached if cached is not None else generate(graph, dump, pipeline)
-    origin = dump.path("triton") or f"{graph.symbol}.triton"
-    program = runtime.load(source, graph.symbol, str(origin), interpret=interpret)
+    passes = resolve_pipeline(parse_pipeline(pipeline), "aten") if cached is None else []
+    with progress(graph.symbol, len(passes) + 1) as done:
+        source = cached if cached is not None else generate(graph, dump, passes, done)
+        made = "generated" if cached is None else "from the graph cache"
+        log.info("graph %s (%s):\n%s", graph.symbol, made, source)
+        origin = dump.file("triton") or f"{graph.symbol}.triton"
+        program = runtime.load(source, graph.symbol, str(origin), interpret=interpret)
+        done("kernels compiled")
     if key and cached is None:
         runtime.remember_graph(key, source, interpret)
     return program
@@ -124,13 +138,20 @@ def _anonymous(graph: Operation) -> str:
         graph.symbol = name
 
 
-def generate(graph: Operation, dump: GraphDump, pipeline: str) -> str:
-    """The Python source (Triton kernels and `call`) for an `aten.graph`, each stage dumped."""
-    from mind.passes import run_pipeline
+def generate(
+    graph: Operation, dump: GraphDump, passes: list, done: Callable[[str], None] = lambda what: None
+) -> str:
+    """The Python source (Triton kernels and `call`) for an `aten.graph`, each stage dumped;
+    `done` hears of each pass."""
+    from mind.passes import PassManager
     from mind.target.triton import emit
 
+    def after(p, module: Module) -> None:
+        dump.after_pass(p, module)
+        done(p.name)
+
     dump.stage("aten", Module([graph]))
-    source = emit(run_pipeline(Module([graph]), pipeline, on_pass=dump.after_pass))
+    source = emit(PassManager(passes, on_pass=after).run(Module([graph])))
     dump.write("py", source)
     return source
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: the passes from aten IR to triton IR
-PIPELINE = "lower,realize,inline,schedule,fuse,merge-loops,online-softmax,to-triton"
+PIPELINE = (
+    "lower,mm-templates,realize,inline,schedule,fuse,merge-loops,online-softmax,welford,to-triton"
+)
 
 
 def default_pipeline() -> str:
@@ -31,17 +33,19 @@ class Options:
     cudagraph_max_recordings: int = 2
     #: the pass pipeline from aten IR to triton IR (default: `MIND_PIPELINE`, or PIPELINE)
     pipeline: str = field(default_factory=default_pipeline)
+    #: benchmark each kernel's candidate configs (and persistent against looped reductions) at
+    #: load, and Triton matmul templates against ATen, on the GPU; winners cached on disk
+    autotune: bool = False
 
 
 _TYPES = {"bool": bool, "int": int, "str": str}
 
-#: torch.compile's modes as options. mind has no autotuning yet: max-autotune records CUDA
-#: graphs, as Inductor's does, with the default kernels.
+#: torch.compile's modes as options, as Inductor's: max-autotune tunes and records CUDA graphs
 MODES: dict[str, dict[str, Any]] = {
     "default": {},
     "reduce-overhead": {"cudagraphs": True},
-    "max-autotune": {"cudagraphs": True},
-    "max-autotune-no-cudagraphs": {},
+    "max-autotune": {"cudagraphs": True, "autotune": True},
+    "max-autotune-no-cudagraphs": {"autotune": True},
 }
 
 
@@ -62,4 +66,42 @@ def resolve_options(mode: str | None = None, options: dict[str, Any] | None = No
                 f"not {type(value).__name__} ({value!r})"
             )
         values[key] = value
-    return Options(**values)
+    chosen = Options(**values)
+    check_pipeline(
+        chosen.pipeline, "options['pipeline']" if "pipeline" in values else "MIND_PIPELINE"
+    )
+    return chosen
+
+
+def check_pipeline(pipeline: str, source: str) -> None:
+    """Raise ValueError unless `pipeline` parses and brings aten IR to triton IR: a typo must
+    not make every graph fall back to eager."""
+    from mind.ir.diagnostics import MindError
+    from mind.passes import parse_pipeline, resolve_pipeline
+
+    try:
+        passes = resolve_pipeline(parse_pipeline(pipeline, source), "aten")
+    except MindError as exc:
+        raise ValueError(f"mind: {exc.render()}") from None
+    end = passes[-1].output if passes else "aten"
+    if end != "triton":
+        raise ValueError(
+            f"mind: {source}: the pipeline must end at triton IR, not {end} IR: {pipeline!r}"
+        )
+
+
+def pipeline_of(options: Options) -> str:
+    """The pipeline the options run: `pipeline`, where `autotune` turns on to-triton's candidates
+    and has mm-templates benchmark templates against ATen (unless it selects otherwise)."""
+    if not options.autotune:
+        return options.pipeline
+    from mind.passes import parse_pipeline
+
+    passes = []
+    for p in parse_pipeline(options.pipeline):
+        if p.name == "to-triton":
+            p = dataclasses.replace(p, autotune=True)
+        elif p.name == "mm-templates" and p.select == "aten":
+            p = dataclasses.replace(p, select="autotune")
+        passes.append(p)
+    return ",".join(str(p) for p in passes)

@@ -45,20 +45,23 @@ def _lark() -> Lark:
 def parse(
     text: str, filename: str = "<string>", line_offset: int = 0, verify_ir: bool = True
 ) -> Module:
-    """Parse and (by default) verify. `line_offset` keeps true line numbers for split files."""
+    """Parse and (by default) verify. `line_offset` keeps true line numbers for split files (the
+    text is parsed after that many empty lines, so a diagnostic's caret finds its line too)."""
     import mind.dialects  # noqa: F401  (registers every dialect's ops)
+
+    text = "\n" * line_offset + text
 
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as exc:
-        raise _syntax_error(exc, text, filename, line_offset) from None
-    module = Module(Builder(filename, text, line_offset).top_level(tree))
+        raise _syntax_error(exc, text, filename) from None
+    module = Module(Builder(filename, text).top_level(tree))
     if verify_ir:
         verify(module)
     return module
 
 
-def _syntax_error(exc: UnexpectedInput, text: str, filename: str, line_offset: int) -> MindError:
+def _syntax_error(exc: UnexpectedInput, text: str, filename: str) -> MindError:
     line, col = exc.line, exc.column
     at_end = isinstance(exc, UnexpectedToken) and exc.token.type == "$END"
     if isinstance(exc, UnexpectedEOF) or at_end or line < 0:
@@ -71,7 +74,7 @@ def _syntax_error(exc: UnexpectedInput, text: str, filename: str, line_offset: i
         message = f"unexpected character '{text[exc.pos_in_stream]}'"
     else:
         message = str(exc)
-    return MindError(message, Location(filename, line + line_offset, col, text))
+    return MindError(message, Location(filename, line, col, text))
 
 
 _PRETTY = {

@@ -33,10 +33,9 @@ class Builder:
     """Builds one file. Each top-level op is its own scope (isolated, like an MLIR function);
     nested regions see their parents' values."""
 
-    def __init__(self, filename: str, source: str, line_offset: int = 0):
+    def __init__(self, filename: str, source: str):
         self.filename = filename
         self.source = source
-        self.line_offset = line_offset
         self.scopes: list[dict[str, Value]] = []
 
     # -- locations -----------------------------------------------------------------------
@@ -45,7 +44,7 @@ class Builder:
             line, col = item.line, item.column
         else:
             line, col = item.meta.line, item.meta.column
-        return Location(self.filename, line + self.line_offset, col, self.source)
+        return Location(self.filename, line, col, self.source)
 
     def error(self, message: str, item: Tree | Token) -> MindError:
         return MindError(message, self.loc(item))

@@ -6,13 +6,20 @@ when no one else reads it), then look again. A pair may fuse when both are kerne
 device, their iterations share a loop nest (see analysis/iteration.py), no path leads from one to the
 other through a third node (that node would have to run in the middle), and every read of the
 earlier node's output by the later one is at the index it was stored at: such a load becomes the
-stored SSA value, and the store goes when nothing outside the fused node reads the buffer.
+stored SSA value, and the store goes when nothing outside the fused node reads the buffer. A
+matmul template node takes pointwise work over its own loops only (its epilogue, see
+passes/mm_templates.py).
+
+Each pair it weighs (the pairs that share a buffer) gets a remark, located at the later node:
+fused and the bytes saved, or refused, by which rule (see RULES), and what it would have saved.
+`mind-opt --pass=fuse --remarks` prints them; the `fusion` log carries them (MIND_LOGS=fusion).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 from dataclasses import dataclass
 
 from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps, size_hint
@@ -21,10 +28,38 @@ from mind.analysis.loops import substitute
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.diagnostics import Diagnostic, emit, handled
+from mind.ir.logs import channel
 from mind.ir.types import TensorType
 
-from .manager import GraphPass
+from .manager import GraphPass, option
+from .mm_templates import template_fusable
 from .schedule import copy_body_op, renumber
+
+log = channel("fusion")
+
+#: why a pair may not fuse, by rule: what the remark says (formatted only when reported)
+RULES = {
+    "max-fusion-size": "the kernel would hold {} nodes, over max-fusion-size={}",
+    "cycle": "@{} depends on @{} through {}, which would have to run in the middle",
+    "device": "they run on different devices ({} and {})",
+    "iteration": "their iterations {} and {} share no loop nest",
+    "template": "@{} is a matmul template: it takes work without reductions over its own loops,"
+    " not @{}",
+    "indirect-read": "@{} reads %{} through a mask or an indirect index",
+    "index": "@{} reads %{} at {}, not where @{} stored it ({})",
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A rule that keeps a pair apart, and what it found."""
+
+    rule: str
+    found: tuple
+
+    def __str__(self) -> str:
+        return f"({self.rule}): " + RULES[self.rule].format(*self.found)
 
 
 def nbytes(value: Value) -> int:
@@ -45,28 +80,31 @@ def score(a: Node, b: Node, block: Block, read_sets) -> int:
     return total
 
 
-def creates_cycle(a: Node, b: Node, block: Block, position) -> bool:
-    """Whether `b` depends on `a` through a node outside the pair."""
-    stack = [r for v in a.results for r in readers(v, block) if r is not b]
+def creates_cycle(a: Node, b: Node, block: Block, position) -> Operation | None:
+    """The op outside the pair through which `b` depends on `a` (a reader of `a`'s), if any."""
+    stack = [(r, r) for v in a.results for r in readers(v, block) if r is not b]
     seen: set[Operation] = set()
     while stack:
-        op = stack.pop()
+        op, first = stack.pop()
         if op is b:
-            return True
+            return first
         if op in seen or op not in position or position[op] > position[b]:
             continue
         seen.add(op)
-        stack += [r for v in op.results for r in readers(v, block)]
-    return False
+        stack += [(r, first) for v in op.results for r in readers(v, block)]
+    return None
 
 
-def shared_loops(a: Node, b: Node) -> Join | None:
-    """How `a` and `b` share a loop nest, or None when they may not fuse."""
+def shared_loops(a: Node, b: Node) -> Join | Refusal:
+    """How `a` and `b` share a loop nest, or the rule that keeps them apart."""
     if a.device != b.device:
-        return None
+        return Refusal("device", (a.device, b.device))
     shared = join(a.sizes, b.sizes)
     if shared is None:
-        return None
+        return Refusal("iteration", (a.sizes, b.sizes))
+    if not template_fusable(a, b, shared.sizes):
+        template, other = (a, b) if a.template is not None else (b, a)
+        return Refusal("template", (template.symbol, other.symbol))
     stored = {
         s.buffer: substitute(s.index, shared.first) for s in a.body.ops if isinstance(s, Store)
     }
@@ -74,10 +112,55 @@ def shared_loops(a: Node, b: Node) -> Join | None:
         if not isinstance(load, Load) or load.source not in a.results:
             continue
         if load.mask is not None or load.indirect is not None:
-            return None
-        if not equal(substitute(load.index, shared.second), stored[load.source]):
-            return None
+            return Refusal("indirect-read", (b.symbol, load.source.name))
+        index = substitute(load.index, shared.second)
+        if not equal(index, stored[load.source]):
+            found = (b.symbol, load.source.name, index, a.symbol, stored[load.source])
+            return Refusal("index", found)
     return shared
+
+
+def legal_fusion(a: Node, b: Node, block: Block, position, max_parts: int) -> Join | Refusal:
+    """How `a` (earlier) and `b` fuse, or the first rule that refuses them."""
+    parts = a.symbol.count("_") + b.symbol.count("_") + 2
+    if parts > max_parts:
+        return Refusal("max-fusion-size", (parts, max_parts))
+    through = creates_cycle(a, b, block, position)
+    if through is not None:
+        return Refusal("cycle", (b.symbol, a.symbol, _name(through)))
+    return shared_loops(a, b)
+
+
+def _name(op: Operation) -> str:
+    return f"@{op.symbol}" if op.symbol else f"%{op.results[0].name}" if op.results else op.name
+
+
+class Remarks:
+    """fuse's decisions as remarks at the later node of each pair: to the diagnostic handlers in
+    scope (mind-opt --remarks) and to the fusion log. Each refused pair is reported once."""
+
+    def __init__(self, graph: str):
+        self.graph = graph
+        self.reported: set[tuple[str, str]] = set()
+
+    @staticmethod
+    def wanted() -> bool:
+        return handled() or log.isEnabledFor(logging.INFO)
+
+    def refused(self, a: Node, b: Node, score: int, refusal: Refusal) -> None:
+        if (a.symbol, b.symbol) not in self.reported:
+            self.reported.add((a.symbol, b.symbol))
+            message = f"@{a.symbol} + @{b.symbol}: not fused {refusal}; would save {score} bytes"
+            self._emit(message, b, logging.DEBUG)
+
+    def fused(self, a: Node, b: Node, score: int, node: Node) -> None:
+        message = f"@{a.symbol} + @{b.symbol}: fused into @{node.symbol}, saving {score} bytes"
+        self._emit(message, b, logging.INFO)
+
+    def _emit(self, message: str, at: Node, level: int) -> None:
+        diagnostic = Diagnostic(message, at.loc, "remark")
+        emit(diagnostic)
+        log.log(level, "@%s: %s", self.graph, diagnostic.head())
 
 
 def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
@@ -92,6 +175,7 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
         sizes=shared.sizes,
         device=a.device,
         origins=sorted({*(a.origins or []), *(b.origins or [])}),
+        template=a.template or b.template,
         results=[v.type for v in kept],
         names=[v.name for v in kept],
         regions=[Region()],
@@ -152,17 +236,19 @@ def toposort(block: Block, start: int, stop: int) -> None:
 
 
 class FusionSearch:
-    """The greedy order of `best_fusion`, without scanning every pair each time. Only nodes that
-    share a buffer can save traffic, so the candidates are those pairs, in a heap by score.
-    A pair's score does not change while both nodes live (another fusion renames the buffers
-    they share, not their sizes, and leaves who else reads them), and a pair that may not fuse
-    never may again (a path through a third node only grows, loops are the nodes' own): so the
-    top-score pairs are taken out, ordered by their distance now, tried in turn, and the rest
-    put back."""
+    """The greedy order (best score, then the closest, then the earliest) without weighing every
+    pair after each fusion. Only nodes that share a buffer can save traffic, so the candidates
+    are those pairs, in a heap by score. A pair's score does not change while both nodes live
+    (another fusion renames the buffers they share, not their sizes, and leaves who else reads
+    them), and a pair that may not fuse never may again (a path through a third node only grows;
+    the other rules look at the two nodes alone): so the top-score pairs are taken out, ordered
+    by their distance now, weighed in turn, and the rest put back. `remarks` hears of each pair
+    weighed and refused."""
 
-    def __init__(self, graph: Operation, max_parts: int):
+    def __init__(self, graph: Operation, max_parts: int, remarks: Remarks | None = None):
         self.block = graph.body
         self.max_parts = max_parts
+        self.remarks = remarks
         self.heap: list[tuple[int, int, Node, Node]] = []
         self.count = itertools.count()
         self.read_sets: dict[Operation, set[Value]] = {}
@@ -188,14 +274,13 @@ class FusionSearch:
             self.read_sets[op] = set(reads(op))
         for other in partners:
             a, b = sorted((other, node), key=self.position.__getitem__)
-            if a.symbol.count("_") + b.symbol.count("_") + 2 > self.max_parts:
-                continue
             gain = score(a, b, self.block, self.read_sets)
             if gain > 0:
                 heapq.heappush(self.heap, (-gain, next(self.count), a, b))
 
-    def best(self) -> tuple[Node, Node, Join] | None:
-        """The legal pair with the highest score (ties: the closest, then the earliest)."""
+    def best(self) -> tuple[Node, Node, Join, int] | None:
+        """The legal pair with the highest score (ties: the closest, then the earliest), and its
+        score."""
         while self.heap:
             top = self.heap[0][0]
             tied = []
@@ -206,20 +291,20 @@ class FusionSearch:
             tied.sort(key=self.closest_first)
             for k, (_, _, x, y) in enumerate(tied):
                 a, b = sorted((x, y), key=self.position.__getitem__)
-                if creates_cycle(a, b, self.block, self.position):
-                    continue
-                shared = shared_loops(a, b)
-                if shared is not None:
+                found = legal_fusion(a, b, self.block, self.position, self.max_parts)
+                if isinstance(found, Join):
                     for entry in tied[k + 1 :]:
                         heapq.heappush(self.heap, entry)
-                    return a, b, shared
+                    return a, b, found, -top
+                if self.remarks is not None:
+                    self.remarks.refused(a, b, -top, found)
         return None
 
     def closest_first(self, entry: tuple[int, int, Node, Node]) -> tuple[int, int]:
         first, second = sorted((self.position[entry[2]], self.position[entry[3]]))
         return second - first, first
 
-    def fuse(self, a: Node, b: Node, shared: Join) -> None:
+    def fuse(self, a: Node, b: Node, shared: Join) -> Node:
         start, stop = self.position[a], self.position[b]
         node = fuse_pair(a, b, shared, self.block)
         for gone in (a, b):
@@ -227,17 +312,25 @@ class FusionSearch:
         toposort(self.block, start, stop)
         self.renumber(start)
         self.add(node)
+        return node
 
 
-def best_fusion(graph: Operation, max_parts: int) -> tuple[Node, Node, Join] | None:
-    """The legal pair with the highest score (ties: the closest, then the earliest)."""
-    return FusionSearch(graph, max_parts).best()
+def best_fusion(
+    graph: Operation, max_parts: int, remarks: Remarks | None = None
+) -> tuple[Node, Node, Join, int] | None:
+    """The legal pair with the highest score (ties: the closest, then the earliest), and its
+    score. Pairs that share no buffer are not weighed; `remarks` hears of each refusal."""
+    return FusionSearch(graph, max_parts, remarks).best()
 
 
 def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
-    search = FusionSearch(graph, max_parts)
+    remarks = Remarks(graph.symbol) if Remarks.wanted() else None
+    search = FusionSearch(graph, max_parts, remarks)
     while (found := search.best()) is not None:
-        search.fuse(*found)
+        a, b, shared, saved = found
+        node = search.fuse(a, b, shared)
+        if remarks is not None:
+            remarks.fused(a, b, saved, node)
 
 
 @dataclass(frozen=True)
@@ -246,7 +339,7 @@ class Fuse(GraphPass, name="fuse", input="scheduled"):
 
     `max-fusion-size` caps the nodes in one kernel (Inductor's config.max_fusion_size)."""
 
-    max_fusion_size: int = 64
+    max_fusion_size: int = option(64, "the most nodes one fused kernel may hold")
 
     def run_graph(self, graph: Operation) -> None:
         fuse_graph(graph, self.max_fusion_size)

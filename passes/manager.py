@@ -6,16 +6,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import logging
 import re
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, TextIO
+from typing import Any, ClassVar, TextIO
 
 from mind.ir.core import Module, Operation
-from mind.ir.diagnostics import MindError
+from mind.ir.diagnostics import Location, MindError
+from mind.ir.logs import channel
 from mind.ir.verifier import verify
+
+log = channel("passes")
 
 #: the stages in pipeline order; a module's stage is the dialect of its top-level ops
 STAGES = ("fx", "aten", "loops", "scheduled", "triton")
@@ -28,15 +32,24 @@ CONVERSIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+def option(default: Any, help: str) -> Any:
+    """A pass option: a dataclass field with its default and what it means (`--list-passes`
+    prints both)."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class Pass:
     """A pass: a frozen dataclass whose fields are its options (`realize{reads-threshold=4}`
-    sets `reads_threshold`). A subclass names itself and its dialects in the class statement,
-    which registers it; its docstring's first line is its summary:
+    sets `reads_threshold`), each declared with `option`. A subclass names itself and its
+    dialects in the class statement, which registers it; its docstring's first line is its
+    summary. `run` checks that the module is of the pass's input stage, then `run_module` works:
 
         @dataclass(frozen=True)
         class Fuse(GraphPass, name="fuse", input="scheduled"):
-            '''Fuse scheduler nodes with compatible loops, most bytes saved first.'''
+            "Fuse scheduler nodes with compatible loops, most bytes saved first."
+
+            max_fusion_size: int = option(64, "the most nodes one kernel may hold")
     """
 
     name: ClassVar[str]
@@ -54,15 +67,36 @@ class Pass:
             PASSES[name] = cls
 
     def run(self, module: Module) -> Module:
+        """The pass on `module`, which must be of its input stage: a pass given IR of another
+        stage would return nonsense, or its input unchanged."""
+        for graph in module.ops:
+            if graph.dialect != self.input:
+                raise MindError(
+                    f"pass '{self.name}' runs on {self.input} IR, not {graph.dialect} IR "
+                    f"('{graph.name}')",
+                    graph.loc,
+                )
+        return self.run_module(module)
+
+    def run_module(self, module: Module) -> Module:
         raise NotImplementedError
+
+    @classmethod
+    def options(cls) -> tuple[dataclasses.Field, ...]:
+        return dataclasses.fields(cls)
 
     def __str__(self) -> str:
         opts = [
-            f"{f.name.replace('_', '-')}={getattr(self, f.name)}"
-            for f in dataclasses.fields(self)
+            f"{f.name.replace('_', '-')}={show_value(getattr(self, f.name))}"
+            for f in self.options()
             if getattr(self, f.name) != f.default
         ]
-        return self.name + ("{" + ",".join(opts) + "}" if opts else "")
+        return self.name + ("{" + " ".join(opts) + "}" if opts else "")
+
+
+def show_value(value: Any) -> str:
+    """An option's value as a pipeline string spells it."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 PASSES: dict[str, type[Pass]] = {}
@@ -74,13 +108,9 @@ class GraphPass(Pass):
     place (returning None) or returns what replaces it (a graph of the output dialect, or a list
     of top-level ops)."""
 
-    def run(self, module: Module) -> Module:
+    def run_module(self, module: Module) -> Module:
         out: list[Operation] = []
         for graph in module.ops:
-            if graph.dialect != self.input:
-                raise MindError(
-                    f"pass '{self.name}' runs on {self.input} IR, not '{graph.name}'", graph.loc
-                )
             new = self.run_graph(graph)
             out += [graph] if new is None else new if isinstance(new, list) else [new]
         if all(a is b for a, b in zip(out, module.ops)) and len(out) == len(module.ops):
@@ -91,41 +121,66 @@ class GraphPass(Pass):
         raise NotImplementedError
 
 
-_ITEM = re.compile(r"\s*([A-Za-z0-9_-]+)\s*(?:\{([^}]*)\})?\s*(?:,|$)")
+#: a pipeline's tokens; anything else is an error at its column
+_TOKEN = re.compile(r"(?P<name>[A-Za-z0-9_-]+)|(?P<options>\{[^{}]*\})|(?P<comma>,)|(?P<space>\s+)")
+_EXPECTED = {"name": "a pass name", "comma": "',' between passes"}
 
 
-def parse_pipeline(text: str) -> list[Pass]:
-    """`a,b{opt=1,x=y}` into pass instances; unknown passes and options are readable errors."""
+def parse_pipeline(text: str, source: str = "<pipeline>") -> list[Pass]:
+    """`a,b{opt=1 x=y}` into pass instances (options separated by spaces, as MLIR's, or by
+    commas). A malformed pipeline, an unknown pass or option is an error at its column, in a
+    file named `source`."""
     import mind.passes  # noqa: F401  (registers every pass)
 
-    passes, pos = [], 0
-    text = text.strip()
-    while pos < len(text):
-        match = _ITEM.match(text, pos)
-        if not match or match.end() == pos:
-            raise MindError(f"malformed pipeline at column {pos + 1}: '{text[pos:]}'")
-        passes.append(make_pass(match.group(1), match.group(2) or ""))
-        pos = match.end()
+    passes: list[Pass] = []
+    expect = "name"
+    tokens = [m for m in _tokens(text, source) if m.lastgroup != "space"]
+    for i, match in enumerate(tokens):
+        kind, at = match.lastgroup, Location(source, 1, match.start() + 1, text)
+        if kind == "options" and expect == "comma" and tokens[i - 1].lastgroup == "name":
+            passes[-1] = make_pass(passes[-1].name, match.group()[1:-1], at)
+        elif kind != expect:
+            raise MindError(f"malformed pipeline: expected {_EXPECTED[expect]}", at)
+        elif kind == "name":
+            passes.append(make_pass(match.group(), "", at))
+            expect = "comma"
+        else:
+            expect = "name"
+    if expect == "name" and passes:
+        at = Location(source, 1, len(text) + 1, text)
+        raise MindError("malformed pipeline: expected a pass name after ','", at)
     return passes
 
 
-def make_pass(name: str, options: str = "") -> Pass:
+def _tokens(text: str, source: str) -> Iterator[re.Match]:
+    pos = 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            what = "unclosed '{'" if text[pos] == "{" else f"unexpected '{text[pos]}'"
+            raise MindError(f"malformed pipeline: {what}", Location(source, 1, pos + 1, text))
+        yield match
+        pos = match.end()
+
+
+def make_pass(name: str, options: str = "", loc: Location | None = None) -> Pass:
+    """The pass `name` with `options` (`a=1 b=2`, or `a=1,b=2`); errors are located at `loc`."""
     if name not in PASSES:
-        raise MindError(f"unknown pass '{name}' (known: {', '.join(sorted(PASSES))})")
+        raise MindError(f"unknown pass '{name}' (known: {', '.join(sorted(PASSES))})", loc)
     cls = PASSES[name]
-    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
+    fields = {f.name.replace("_", "-"): f for f in cls.options()}
     values = {}
-    for item in filter(None, (o.strip() for o in options.split(","))):
+    for item in filter(None, re.split(r"[\s,]+", options)):
         key, _, raw = item.partition("=")
-        if key.strip() not in fields:
+        if key not in fields:
             known = ", ".join(fields) or "none"
-            raise MindError(f"pass '{name}' has no option '{key.strip()}' (options: {known})")
-        f = fields[key.strip()]
-        values[f.name] = _convert(raw.strip(), type(f.default), name, key.strip())
+            raise MindError(f"pass '{name}' has no option '{key}' (options: {known})", loc)
+        f = fields[key]
+        values[f.name] = _convert(raw, type(f.default), name, key, loc)
     return cls(**values)
 
 
-def _convert(raw: str, kind: type, pass_name: str, key: str):
+def _convert(raw: str, kind: type, pass_name: str, key: str, loc: Location | None):
     try:
         if kind is bool:
             if raw not in ("true", "false", "1", "0"):
@@ -134,11 +189,15 @@ def _convert(raw: str, kind: type, pass_name: str, key: str):
         return kind(raw)
     except ValueError:
         raise MindError(
-            f"option '{key}' of pass '{pass_name}' expects {kind.__name__}, got '{raw}'"
+            f"option '{key}' of pass '{pass_name}' expects {kind.__name__}, got '{raw}'", loc
         ) from None
 
 
-def stage_of(module: Module) -> str:
+def stage_of(module: Module) -> str | None:
+    """The stage of a module's graphs; None for an empty module, on which any pass runs (as
+    mlir-opt runs passes on an empty module)."""
+    if not module.ops:
+        return None
     stage = module.dialect
     if stage not in STAGES:
         raise MindError(
@@ -147,19 +206,31 @@ def stage_of(module: Module) -> str:
     return stage
 
 
-def resolve_pipeline(passes: list[Pass], stage: str) -> list[Pass]:
-    """Insert the conversions a pass needs when it is given IR of an earlier stage."""
+def conversions(stage: str, target: str) -> list[Pass] | None:
+    """The passes that bring IR of `stage` to `target` (CONVERSIONS); None when `target` is an
+    earlier stage."""
+    if STAGES.index(stage) > STAGES.index(target):
+        return None
+    passes: list[Pass] = []
+    while stage != target:
+        passes += [make_pass(name) for name in CONVERSIONS[stage]]
+        stage = passes[-1].output
+    return passes
+
+
+def resolve_pipeline(passes: list[Pass], stage: str | None) -> list[Pass]:
+    """Insert the conversions a pass needs when it is given IR of an earlier stage (none for an
+    empty module)."""
+    if stage is None:
+        return list(passes)
     resolved: list[Pass] = []
     for p in passes:
-        while stage != p.input:
-            if STAGES.index(stage) > STAGES.index(p.input):
-                raise MindError(
-                    f"pass '{p.name}' runs on {p.input} IR, but the input is already {stage} IR"
-                )
-            for name in CONVERSIONS[stage]:
-                resolved.append(make_pass(name))
-            stage = resolved[-1].output
-        resolved.append(p)
+        needed = conversions(stage, p.input)
+        if needed is None:
+            raise MindError(
+                f"pass '{p.name}' runs on {p.input} IR, but the input is already {stage} IR"
+            )
+        resolved += [*needed, p]
         stage = p.output
     return resolved
 
@@ -202,6 +273,8 @@ class PassManager:
             start = time.perf_counter()
             module = p.run(module)
             self.timings.append((str(p), time.perf_counter() - start))
+            if log.isEnabledFor(logging.INFO):
+                log.info("%s: %.2f ms, %s", p, 1e3 * self.timings[-1][1], _sizes(module))
             if self.verify_each:
                 verify(module)
             if self.print_after_all:
@@ -213,6 +286,7 @@ class PassManager:
         return module
 
     def report_timings(self) -> None:
+        """MLIR's `--mlir-timing` report."""
         total = sum(t for _, t in self.timings) or 1e-12
         self.out.write("===-------------------------------------------------------------===\n")
         self.out.write("                      ... Pass execution timing report ...\n")
@@ -223,6 +297,13 @@ class PassManager:
         for name, t in self.timings:
             self.out.write(f"   {t:.4f} ({100 * t / total:5.1f}%)  {name}\n")
         self.out.write(f"   {total:.4f} (100.0%)  Total\n")
+
+
+def _sizes(module: Module) -> str:
+    """Each graph's op count (for the passes log)."""
+    return ", ".join(
+        f"@{g.symbol or g.name} {sum(1 for _ in g.walk()) - 1} ops" for g in module.ops
+    )
 
 
 def run_pipeline(module: Module, pipeline: str | list[Pass], **options) -> Module:

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mind.analysis.deps import erase_dead
-from mind.dialects.scheduled import Node, Reduction
+from mind.analysis.patterns import definitions, is_reduction, same, two_value_reduction
+from mind.dialects.scheduled import Node
 from mind.ir.core import Operation, Value
-from mind.ir.types import ScalarType
 
 from .manager import GraphPass
 from .schedule import renumber
@@ -40,22 +40,14 @@ class OnlineSoftmax(GraphPass, name="online-softmax", input="scheduled"):
 
 
 def rewrite_node(node: Node) -> None:
-    defs = {r: op for op in node.body.ops for r in op.results}
+    defs = definitions(node.body)
     pairs: dict[Operation, Operation] = {}  # max -> its sum
     for op in node.body.ops:
         top = _online_max(op, defs)
         if top is not None and top not in pairs:
             pairs[top] = op
     for top, total in pairs.items():
-        dtype = top.result.type.dtype
-        fused = Reduction.build(
-            "scheduled.reduction",
-            value=top.value,
-            reduction_type="online_softmax",
-            results=[ScalarType(dtype), ScalarType(dtype)],
-            loc=top.loc,
-        )
-        node.body.insert_before(top, fused)
+        fused = two_value_reduction(top, "online_softmax")
         top.replace_by([fused.results[0]])
         total.replace_by([fused.results[1]])
     if pairs:  # the reloads that go read what the reduction reads: the MemoryDeps stay
@@ -65,42 +57,16 @@ def rewrite_node(node: Node) -> None:
 
 def _online_max(op: Operation, defs: dict[Value, Operation]) -> Operation | None:
     """The max reduction whose result `op`, a sum, reads through exp(v' - max), else None."""
-    if not _is_reduction(op, "sum"):
+    if not is_reduction(op, "sum"):
         return None
     exp = defs.get(op.value)
     sub = defs.get(exp.x) if exp is not None and exp.kind == "exp" else None
     if sub is None or sub.kind != "sub":
         return None
     value, top = sub.a, defs.get(sub.b)
-    if top is None or not _is_reduction(top, "max"):
+    if top is None or not is_reduction(top, "max"):
         return None
     dtypes = {v.type.dtype for v in (top.value, top.result, value, op.result)}
     if len(dtypes) != 1 or not dtypes.pop().is_floating_point:
         return None
-    return top if _same(value, top.value, defs) else None
-
-
-def _is_reduction(op: Operation, kind: str) -> bool:
-    return isinstance(op, Reduction) and op.reduction_type == kind
-
-
-def _same(a, b, defs: dict[Value, Operation]) -> bool:
-    """Structural equality of body values (the fused body reloads what it already loaded)."""
-    if isinstance(a, Value) or isinstance(b, Value):
-        if a is b:
-            return True
-        x, y = defs.get(a), defs.get(b)
-        return (
-            x is not None
-            and y is not None
-            and x.name == y.name
-            and x.results.index(a) == y.results.index(b)
-            and [r.type for r in x.results] == [r.type for r in y.results]
-            and _same(x.args, y.args, defs)
-            and _same(dict(x.attrs), dict(y.attrs), defs)
-        )
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(u, v, defs) for u, v in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k], defs) for k in a)
-    return type(a) is type(b) and a == b
+    return top if same(value, top.value, defs) else None

@@ -43,7 +43,7 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike
 from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
-from .manager import GraphPass
+from .manager import GraphPass, option
 
 #: ops whose tensor arguments must be buffers, laid out as they say
 NEEDS_BUFFERS = (LoopsCall, LoopsOutput)
@@ -68,9 +68,13 @@ class Realize(GraphPass, name="realize", input="loops"):
     Options mirror Inductor's config: realize_reads_threshold, realize_acc_reads_threshold, and
     a cap on the size of an inlined body."""
 
-    reads_threshold: int = 4
-    acc_reads_threshold: int = 8
-    max_body_ops: int = 64
+    reads_threshold: int = option(
+        4, "realize a node read by several consumers when its body loads more than this"
+    )
+    acc_reads_threshold: int = option(
+        8, "realize a node whose body (its producers inlined) loads more than this"
+    )
+    max_body_ops: int = option(64, "realize a node whose inlined body has more ops than this")
 
     def run_graph(self, graph: Operation) -> None:
         realize_graph(graph, self)
@@ -94,7 +98,7 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
         node.result.type = dataclasses.replace(node.result.type, strides=strides)
     _copy_misplaced(block)
     _name_buffers(block)
-    _flatten_buffer_loads(block)
+    flatten_buffer_loads(block)
 
 
 Strides = tuple[IntLike, ...]
@@ -333,7 +337,7 @@ def _name_buffers(block: Block) -> None:
                 n += 1
 
 
-def _flatten_buffer_loads(block: Block) -> None:
+def flatten_buffer_loads(block: Block) -> None:
     """Loads from a node that just became a buffer take the flat offset its strides give."""
     for node in block.ops:
         for load in body_ops(node, Load):

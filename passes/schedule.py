@@ -74,6 +74,7 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
         sizes=([s for s in xs if s != 1], [s for s in rs if s != 1]),
         device=t.device,
         origins=list(op.origins or []),
+        template=getattr(op, "template", None),
         results=[t],
         names=[op.result.name],
         regions=[Region()],

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 from mind.analysis.views import alias_of
 from mind.codegen import plan_node
-from mind.codegen.heuristics import MAX_R_BLOCK, PERSISTENT_MAX
+from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, PERSISTENT_MAX, SM_COUNT
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
 from mind.dialects.triton import Launch
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType
 
-from .manager import Pass
+from .manager import Pass, option
 
 _DEP_ATTRS = ("origins", "writes", "met", "unmet")
 
@@ -72,12 +72,23 @@ def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: se
 class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     """Generate Triton kernels and the host wrapper of each graph."""
 
-    persistent_max: int = PERSISTENT_MAX
-    max_r_block: int = MAX_R_BLOCK
-    #: assert every input's sizes and strides on each call (the guards already check them)
-    assert_inputs: bool = False
+    persistent_max: int = option(
+        PERSISTENT_MAX, "reduce rows up to this many elements in registers (persistent)"
+    )
+    max_r_block: int = option(MAX_R_BLOCK, "the widest block of a looped reduction")
+    max_warps: int = option(MAX_WARPS, "the most warps of a looped reduction (Inductor: 16)")
+    split_reductions: bool = option(
+        True, "split reductions whose rows are too few to fill sm-count SMs into two kernels"
+    )
+    sm_count: int = option(SM_COUNT, "the GPU's streaming multiprocessors (an H200 has 132)")
+    autotune: bool = option(
+        False, "list other configs and kernels for each launch, timed when the module loads"
+    )
+    assert_inputs: bool = option(
+        False, "assert every input's sizes and strides on each call (the guards check them)"
+    )
 
-    def run(self, module: Module) -> Module:
+    def run_module(self, module: Module) -> Module:
         kernels: list[Operation] = []
         wrappers = []
         single = len(module.ops) == 1
@@ -159,8 +170,15 @@ class _WrapperBuilder:
         self.kernels += plan.kernels
         for launch in plan.launches:
             values = map_values(launch.args, lambda v: self.values.get(v, v))
+            candidates = list(launch.candidates) or None
             self.add(
-                Launch.build("triton.launch", values=values, grid=launch.grid, symbol=launch.kernel)
+                Launch.build(
+                    "triton.launch",
+                    values=values,
+                    grid=launch.grid,
+                    candidates=candidates,
+                    symbol=launch.kernel,
+                )
             )
         for temporary in plan.temporaries:
             self.release(temporary)

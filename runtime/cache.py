@@ -5,7 +5,10 @@
 - graphs: for each compiled graph, the key of its module (`graphs/<key>`), under a hash of
   everything that changes the result (the aten IR text, the pipeline with its options, mind's
   own source, the torch and Triton versions, the device), so a new process that compiles the same
-  graph imports its module without running a pass. Triton's own cache keeps the compiled kernels.
+  graph imports its module without running a pass. Triton's own cache keeps the compiled kernels;
+- tuning: autotuning's winners (`tuning/<key>.json`, runtime/autotune.py), under a hash of what
+  was tuned and the device, each naming the key it was stored under: one that does not parse or
+  names another is ignored.
 
 A file is trusted only when its content hashes to the key it is stored under: one that does not
 (truncated, edited, another module under the key) is rewritten from the source in hand, or, for
@@ -17,6 +20,7 @@ is no error: the caller compiles in memory.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 from functools import cache
@@ -25,7 +29,9 @@ from pathlib import Path
 import torch
 import triton
 from mind.ir.files import cache_dir, write_atomic
+from mind.ir.logs import channel
 
+log = channel("cache")
 _KEY = re.compile(r"[0-9a-f]{64}$")
 
 
@@ -98,33 +104,64 @@ def cached_file(source: str, key: str) -> Path | None:
     """The file holding exactly `source` under `key`: written if missing, rewritten if its
     content differs; None when the cache cannot be written (the caller loads from memory)."""
     path = module_path(key)
-    if _read(path) == source:
+    found = _read(path)
+    if found == source:
+        log.debug("module %s: hit", path)
         return path
     try:
         write_atomic(path, source, durable=True)
-    except OSError:
+    except OSError as exc:
+        log.info("module %s: cannot write (%s), loading from memory", path, exc.strerror)
         return None
+    log.info("module %s: %s", path, "written" if found is None else "repaired (other content)")
     return path
 
 
 def cached_graph(key: str, interpret: bool) -> str | None:
     """The source of the module compiled for graph `key`, when the cache holds it intact."""
-    module_key = (_read(cache_dir() / "graphs" / key[:2] / key) or "").strip()
+    entry = cache_dir() / "graphs" / key[:2] / key
+    module_key = (_read(entry) or "").strip()
     if not _KEY.match(module_key):
+        log.info("graph %s: miss%s", key[:16], "" if not entry.exists() else " (damaged entry)")
         return None
     source = _read(module_path(module_key))
     if source is None or source_key(source, interpret) != module_key:
+        log.info("graph %s: miss (module %s missing or damaged)", key[:16], module_key[:16])
         return None
+    log.info("graph %s: hit, module %s", key[:16], module_key[:16])
     return source
 
 
 def remember_graph(key: str, source: str, interpret: bool) -> None:
     """Record that graph `key` compiles to `source` (whose module file the loader wrote)."""
     try:
-        write_atomic(
-            cache_dir() / "graphs" / key[:2] / key,
-            source_key(source, interpret) + "\n",
-            durable=True,
-        )
-    except OSError:
-        pass  # an unwritable cache: the next process compiles again
+        entry = cache_dir() / "graphs" / key[:2] / key
+        write_atomic(entry, source_key(source, interpret) + "\n", durable=True)
+    except OSError as exc:  # an unwritable cache: the next process compiles again
+        log.info("graph %s: cannot remember (%s)", key[:16], exc.strerror)
+
+
+def _tuning_path(key: str, interpret: bool) -> Path:
+    return (
+        cache_dir() / "tuning" / f"{_digest(key, triton.__version__, device_key(interpret))}.json"
+    )
+
+
+def recall_tuning(key: str, interpret: bool) -> dict | None:
+    """The record stored for `key` on this device, when it parses and names `key`."""
+    text = _read(_tuning_path(key, interpret))
+    try:
+        record = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and record.get("key") == key else None
+
+
+def remember_tuning(key: str, interpret: bool, record: dict) -> None:
+    """Store `record` (with `key` in it) for `key` on this device; an unwritable cache is no
+    error: the next process tunes again."""
+    try:
+        text = json.dumps({**record, "key": key}, indent=1) + "\n"
+        write_atomic(_tuning_path(key, interpret), text, durable=True)
+    except OSError as exc:
+        log.info("tuning %s: cannot remember (%s)", key[:16], exc.strerror)

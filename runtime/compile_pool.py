@@ -9,6 +9,10 @@ compiles its kernel with the same arguments and leaves it in Triton's on-disk ca
 loader's bind then finds it. What a worker fails on, the loader compiles again when it binds, so
 errors are reported as usual. Results do not depend on who compiled what.
 
+Autotuned launches (runtime/autotune.py) compile every candidate here; the loading process tunes
+each launch as soon as all its candidates are compiled, while the workers compile the others,
+with a progress bar on a terminal.
+
 Workers are plain subprocesses (`python -m mind.runtime.compile_worker`) that talk over their
 pipes: unlike multiprocessing's spawn, they never re-run the user's main module, which may have
 no `if __name__ == "__main__"` guard. They start (and import torch and Triton) when the backend
@@ -27,7 +31,13 @@ import sys
 import threading
 from typing import BinaryIO
 
+from mind.ir.logs import channel
+
+from .autotune import Tuned
 from .launch import Binding, deferred
+from .progress import Silent, progress
+
+log = channel("launch")
 
 
 def workers() -> int:
@@ -50,8 +60,9 @@ class Worker:
         try:
             _receive(self.process.stdout)
             self.ready.set()
-        except (OSError, EOFError, struct.error):
-            pass  # a worker that died starting is never used
+            log.debug("compile worker %d: ready", self.process.pid)
+        except (OSError, EOFError, struct.error):  # a worker that died starting is never used
+            log.info("compile worker %d: died starting", self.process.pid)
 
     def compile(self, job: tuple) -> bool:
         try:
@@ -59,6 +70,7 @@ class Worker:
             return bool(_receive(self.process.stdout))
         except (OSError, EOFError, struct.error):
             self.ready.clear()  # dead: the loader compiles what is left
+            log.info("compile worker %d: died, the loader compiles the rest", self.process.pid)
             return False
 
     def stop(self) -> None:
@@ -73,29 +85,72 @@ class Pool:
     def __init__(self, size: int):
         self.workers = [Worker() for _ in range(size)]
 
-    def compile(self, module: str, source: str, filename: str, bindings: list[Binding]) -> None:
-        """Compile every binding's kernel, here and in the ready workers; returns when all are
-        compiled (a kernel a worker failed on is compiled again, here, when it binds)."""
-        todo = list(reversed(bindings))
-        lock = threading.Lock()
+    def compile(
+        self,
+        module: str,
+        source: str,
+        filename: str,
+        bindings: list[Binding],
+        tuned: list[Tuned] = (),
+        bar=None,
+    ) -> None:
+        """Compile every binding's kernel, here and in the ready workers, and tune each of
+        `tuned` here once its candidates are compiled; returns when all is done (a kernel that
+        failed is compiled again, here, when it binds, and reports its error then)."""
+        todo = list(reversed(range(len(bindings))))
+        finished: set[int] = set()
+        position = {id(b): i for i, b in enumerate(bindings)}
+        pending = list(tuned)
+        changed = threading.Condition()
 
-        def take() -> Binding | None:
-            with lock:
+        def take() -> int | None:
+            with changed:
                 return todo.pop() if todo else None
 
+        def finish(index: int) -> None:
+            with changed:
+                finished.add(index)
+                changed.notify_all()
+            (bar or Silent()).update()
+
         def help(worker: Worker) -> None:
-            while worker.ready.is_set() and (binding := take()) is not None:
-                worker.compile((module, source, filename, binding.name))
+            while worker.ready.is_set() and (index := take()) is not None:
+                worker.compile((module, source, filename, index))
+                finish(index)
+
+        def ready() -> Tuned | None:
+            with changed:
+                done = [t for t in pending if all(position[id(b)] in finished for b in t.bindings)]
+            return done[0] if done else None
 
         helpers = [
             threading.Thread(target=help, args=(w,)) for w in self.workers if w.ready.is_set()
         ]
         for thread in helpers:
             thread.start()
-        while (binding := take()) is not None:
-            binding.compile()
+        here = 0
+        while True:
+            if (launch := ready()) is not None:
+                pending.remove(launch)
+                launch.choose()
+                (bar or Silent()).update()
+            elif (index := take()) is not None:
+                _compile(bindings[index])
+                finish(index)
+                here += 1
+            elif pending and any(t.is_alive() for t in helpers):
+                with changed:
+                    changed.wait(timeout=0.1)
+            else:
+                break
         for thread in helpers:
             thread.join()
+        for launch in pending:
+            launch.choose()
+        log.info(
+            "%s: %d kernels, %d compiled here, the others by %d ready workers of %d",
+            module, len(bindings), here, len(helpers), len(self.workers),
+        )  # fmt: skip
 
     def shutdown(self) -> None:
         for worker in self.workers:
@@ -118,11 +173,28 @@ def start() -> None:
     pool()
 
 
-def compile_all(module: str, source: str, filename: str, bindings: list[Binding]) -> None:
-    """Compile a generated module's kernels before they bind: in parallel when a pool runs."""
+def compile_all(
+    module: str, source: str, filename: str, bindings: list[Binding], tuned: list[Tuned] = ()
+) -> None:
+    """Compile a generated module's kernels before they bind, in parallel when a pool runs, and
+    tune its tuned launches meanwhile (a progress bar shows both when there are any)."""
     executor = pool() if len(bindings) > 1 else None
-    if executor is not None:
-        executor.compile(module, source, filename, bindings)
+    total = (len(bindings) if executor is not None else 0) + len(tuned)
+    with progress(total if tuned else 0, "mind: tuning kernels") as bar:
+        if executor is not None:
+            executor.compile(module, source, filename, bindings, tuned, bar)
+        for launch in tuned if executor is None else ():
+            launch.choose()
+            bar.update()
+
+
+def _compile(binding: Binding) -> None:
+    """Compile ahead of binding; a failure is reported when the kernel binds (or, for an
+    autotuning candidate, makes it lose)."""
+    try:
+        binding.compile()
+    except Exception:
+        pass
 
 
 def exec_source(source: str, filename: str, namespace: dict) -> None:
@@ -133,15 +205,13 @@ def exec_source(source: str, filename: str, namespace: dict) -> None:
     exec(compile(source, filename, "exec"), namespace)
 
 
-def compile_kernel(module: str, source: str, filename: str, kernel: str) -> None:
-    """Compile `kernel` of the module `source` as the loader will bind it (in a worker). The
+def compile_kernel(module: str, source: str, filename: str, index: int) -> None:
+    """Compile the module's `index`-th binding as the loader will bind it (in a worker). The
     module gets the loader's name: Triton's cache key includes it."""
     namespace: dict = {"__name__": module}
     with deferred() as bindings:
         exec_source(source, filename, namespace)
-    for binding in bindings:
-        if binding.name == kernel:
-            binding.compile()
+    bindings[index].compile()
 
 
 # -- the pipe protocol: a 4-byte length, then a pickle -----------------------------------------

@@ -29,9 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+from mind.ir.diagnostics import user_stacklevel
+from mind.ir.logs import channel
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .launch import reinterpret_tensor
+
+log = channel("cudagraphs")
 
 Call = Callable[[list], Sequence]
 
@@ -119,22 +123,29 @@ class CudaGraphs:
         recordings = self.recordings.get(key)
         if recordings is None:  # a new shape: warm up (allocators, cuBLAS) before recording
             if len(self.recordings) >= self.max_shapes:
+                log.debug("%s: unrecorded, past %d shapes", self.name, self.max_shapes)
                 return self.call(args)
+            log.info("%s: warm-up of shape %d %s", self.name, len(self.recordings), key or "")
             self.recordings[key] = []
             return self.call(args)
         for recording in recordings:
             if not recording.busy() and recording.matches(args):
                 return recording.replay(args)
         if len(recordings) >= self.max_recordings:
+            log.debug(
+                "%s: unrecorded, %d recordings busy or bound elsewhere", self.name, len(recordings)
+            )
             return self.call(args)
+        log.info("%s: recording %d of this shape", self.name, len(recordings))
         return self.record(recordings, args)
 
     def disable(self, reason: str) -> None:
         self.disabled = reason
+        log.info("%s: no CUDA graphs: %s", self.name, reason)
         warnings.warn(
             f"mind: graph '{self.name}' runs without CUDA graphs: {reason}",
             MindCudaGraphWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
     def record(self, recordings: list[Recording], args: list) -> Sequence:

@@ -20,6 +20,7 @@ C++ fast paths where this torch has them, the public functions otherwise.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -27,10 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from mind.ir.logs import channel
 from triton import knobs
 from triton.runtime.interpreter import InterpretedFunction
 
 from .errors import KernelError
+
+log = channel("launch")
 
 #: placeholder values that make Triton type an unspecialized integer argument i32 / i64
 I32, I64 = 3, 2**40
@@ -60,17 +64,27 @@ class Binding:
         names = [p.name for p in self.kernel.params]
         if names[len(names) - len(self.constexprs) :] != list(self.constexprs):
             raise KernelError(f"kernel '{self.name}' must take its constexprs last: {names}")
+        start = time.perf_counter()
         with torch.cuda.device(self.device):
             compiled = self.kernel.warmup(*self.signature, grid=(1,), **self.options)
             compiled.run  # noqa: B018  (loads the binary on this device now, not at first launch)
+        log.debug("kernel %s: compiled in %.1f ms", self.name, 1e3 * (time.perf_counter() - start))
         return compiled
 
+    @property
+    def interpreted(self) -> bool:
+        """Whether the kernel runs in Triton's interpreter (CPU tensors)."""
+        return isinstance(self.kernel, InterpretedFunction) or bool(knobs.runtime.interpret)
+
     def launcher(self) -> Launcher:
-        if isinstance(self.kernel, InterpretedFunction) or knobs.runtime.interpret:
+        if self.interpreted:
+            log.debug("kernel %s: Triton's interpreter", self.name)
             return _jit_launcher(self.kernel, self.options)
         compiled = self.compile()
         if _hooked():  # a profiler listens to launches: Triton's own path tells it about each
+            log.info("kernel %s: Triton's launch path (a profiler hooks launches)", self.name)
             return _jit_launcher(self.kernel, self.options)
+        log.debug("kernel %s: bound, alignment checked for arguments %s", self.name, self.checked)
         run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
         tail, checked = tuple(self.constexprs.values()), self.checked
 

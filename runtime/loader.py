@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from triton import knobs
 
+from .autotune import Tuned
 from .cache import cached_file, source_key
 from .compile_pool import compile_all, exec_source
 from .errors import GeneratedSource, wrap_call
@@ -75,8 +76,8 @@ def _execute(
     module: types.ModuleType, text: str, filename: str, source: GeneratedSource, interpret: bool
 ) -> None:
     """Run the module with its bindings deferred, compile its kernels (in parallel when the
-    compile pool runs), then bind each one in place of its `Binding`; a kernel that fails raises
-    a KernelError naming it."""
+    compile pool runs) and tune its tuned launches, then bind each one in place of its `Binding`
+    (or `Tuned`: the winner); a kernel that fails raises a KernelError naming it."""
     try:
         with deferred() as bindings:
             exec_source(text, filename, module.__dict__)
@@ -85,11 +86,16 @@ def _execute(
         if error is None:
             raise
         raise error from exc
+    tuned = [value for value in vars(module).values() if isinstance(value, Tuned)]
     if not interpret:
-        compile_all(module.__name__, text, filename, bindings)
+        compile_all(module.__name__, text, filename, bindings, tuned)
     for name, value in list(vars(module).items()):
-        if isinstance(value, Binding):
+        if isinstance(value, Binding | Tuned):
             try:
                 setattr(module, name, value.launcher())
             except Exception as exc:
-                raise source.error(exc, value.name) from exc
+                raise source.error(exc, _kernel_name(value)) from exc
+
+
+def _kernel_name(value: Binding | Tuned) -> str:
+    return value.name if isinstance(value, Binding) else value.bindings[0].name

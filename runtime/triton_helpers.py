@@ -1,6 +1,6 @@
 """Device-side helpers that generated kernels call as `triton_helpers.<name>`: NaN-propagating
-max/min, Python-style integer division, products, argmax/argmin with indices, and the math
-`tl` lacks.
+max/min, Python-style integer division, products, argmax/argmin with indices, the math `tl`
+lacks, and the f16/bf16 tile product (which Triton's interpreter gets wrong for bf16).
 
 Triton fixes compiled-or-interpreted when `@triton.jit` decorates (triton 3.6 reads
 TRITON_INTERPRET then), and libdevice cannot run in the interpreter. So this file is loaded once
@@ -172,6 +172,11 @@ def argmin(value, index, axis):
 if INTERPRET:
 
     @triton.jit
+    def dot(a, b):
+        """An f16/bf16 tile product in f32 (the interpreter multiplies bf16 bit patterns)."""
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), out_dtype=tl.float32)
+
+    @triton.jit
     def expm1(x):
         return tl.exp(x) - 1.0
 
@@ -223,6 +228,11 @@ if INTERPRET:
         return tl.where(a < 0, negative, magnitude)
 
 else:
+
+    @triton.jit
+    def dot(a, b):
+        """An f16/bf16 tile product on the tensor cores, accumulated in f32."""
+        return tl.dot(a, b, out_dtype=tl.float32)
 
     @triton.jit
     def expm1(x):

@@ -20,6 +20,7 @@ array), and compiled Triton accepts both.
 
 from __future__ import annotations
 
+import hashlib
 import keyword
 import re
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ import triton
 import triton.language as tl
 from torch._C._dynamo.guards import assert_size_stride
 
+from mind.runtime.autotune import tune
 from mind.runtime.launch import (
     I32,
     I64,
@@ -168,6 +170,11 @@ def _kernel_op(op: Operation, n: Names) -> str:
     if kind == "reduce_index":
         fn = REDUCTIONS[op.reduction_type].triton
         return f"triton_helpers.{fn}({a[0]}, {a[1]}, {a[2]}).to(tl.int64)"
+    if kind == "dot":  # f16/bf16 through the helper (see runtime/triton_helpers.py)
+        if dtype_of(op.a) != dt.f32:
+            return f"triton_helpers.dot({a[0]}, {a[1]})"
+        precision = op.input_precision or "ieee"
+        return f"tl.dot({a[0]}, {a[1]}, input_precision={precision!r}, out_dtype=tl.float32)"
     if kind == "combine_index":
         fn = REDUCTIONS[op.reduction_type].combine
         return f"triton_helpers.{fn}_with_index({', '.join(a)})"
@@ -305,13 +312,24 @@ class Host:
         self.launchers[op.symbol] = name
         device = next(a.type.device for a in op.values if isinstance(a, Value)
                       and isinstance(a.type, TensorType))  # fmt: skip
-        config = [f"num_warps={kernel.num_warps}", f"num_stages={kernel.num_stages}"]
-        config += [f"{k}={v}" for k, v in kernel.constexprs.items()]
         checks = f"checked={tuple(checked)!r}, " if checked else ""
-        self.lines.append(
-            f"{name} = bind({op.symbol}, {self.device(device)}, ({', '.join(signature)}"
-            f"{',' if len(signature) == 1 else ''}), {checks}{', '.join(config)})"
-        )
+        head = f"{self.device(device)}, ({', '.join(signature)}{',' if len(signature) == 1 else ''}), {checks}"
+        own = {**kernel.constexprs, "num_warps": kernel.num_warps, "num_stages": kernel.num_stages}
+        if not op.candidates:
+            self.lines.append(f"{name} = {_bind_call(op.symbol, head, own)}")
+            return
+        candidates = [(op.symbol, own, op.grid), *op.candidates]
+        self.lines.append(f"{name} = tune(")
+        self.lines.append(f"    {_tuning_key(self.module, candidates, signature)!r},")
+        for kernel_name, config, grid in candidates:
+            self.lines.append(f"    ({_bind_call(kernel_name, head, config)}, {tuple(grid)!r}),")
+        extents = [
+            _extent(a.type)
+            for a in op.values
+            if isinstance(a, Value) and isinstance(a.type, TensorType)
+        ]
+        self.lines.append(f"    extents={tuple(extents)!r},")
+        self.lines.append(")")
 
     def bind_extern(self, op: Operation) -> None:
         if not is_dotted(op.symbol):
@@ -333,6 +351,32 @@ class Host:
             f".copy_(torch.tensor({data}, dtype={torch_dtype(t.dtype)})"
             f".reshape({self.literal(t.shape, self.names)}))"
         )
+
+
+def _bind_call(kernel: str, head: str, config: dict) -> str:
+    """`bind(kernel, device, signature, checked=..., num_warps=..., num_stages=..., BLOCK=...)`."""
+    options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+    options |= {k: v for k, v in config.items() if k not in options}
+    return f"bind({kernel}, {head}{', '.join(f'{k}={v}' for k, v in options.items())})"
+
+
+def _tuning_key(module: Module, candidates: list, signature: list[str]) -> str:
+    """What a tuning result depends on: the candidates' kernels (their IR), configs and grids,
+    and the argument types."""
+    digest = hashlib.sha256()
+    for kernel, config, grid in candidates:
+        digest.update(
+            f"{module.lookup(kernel)}\n{sorted(config.items())}\n{tuple(grid)}\n".encode()
+        )
+    digest.update(repr(signature).encode())
+    return digest.hexdigest()
+
+
+def _extent(t: TensorType) -> int:
+    """The elements of storage a tensor of this layout spans from its first element."""
+    if 0 in t.shape:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.strides))
 
 
 _BINDINGS = {

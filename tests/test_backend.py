@@ -3,12 +3,15 @@ and a graph that fails anywhere runs eagerly with exactly one MindFallbackWarnin
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import re
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from mind.passes.fuse import Fuse
 from mind.runtime import loader
 from test_runtime import BROKEN_SOURCE, SEED_SOURCE, seed
 from torch._dynamo.backends.registry import lookup_backend
@@ -43,14 +46,30 @@ def test_backend_resolves_by_name():
     assert lookup_backend("mind") is backend.mind_backend
 
 
-def test_failing_pass_warns_once_and_runs_eagerly():
+def test_failing_pass_warns_once_at_the_callers_line_and_runs_eagerly(monkeypatch):
+    def broken(self, graph):
+        raise RuntimeError("fuse is broken")
+
+    monkeypatch.setattr(Fuse, "run_graph", broken)
     inputs = seed_inputs()
-    out, warned = run(seed, *inputs, options={"pipeline": "lower,no-such-pass"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(seed, backend="mind")(*inputs)  # the line the warning names
+    line = inspect.currentframe().f_lineno - 1
+    warned = [w for w in caught if issubclass(w.category, MindFallbackWarning)]
     torch.testing.assert_close(out, seed(*inputs))
     assert len(warned) == 1
-    assert warned[0].startswith("mind: graph 'graph") and "unknown pass 'no-such-pass'" in warned[0]
-    path = reproducer(warned[0])
-    assert path.suffix == ".aten" and str(mind.parse(path.read_text())) == path.read_text()
+    assert (warned[0].filename, warned[0].lineno) == (__file__, line)
+    message = str(warned[0].message)
+    assert message.startswith("mind: graph 'graph") and "RuntimeError: fuse is broken" in message
+    path = reproducer(message)  # the last good IR, in the one documented place
+    assert path.parent == runtime.cache_dir() / "reproducers"
+    assert path.name.startswith("graph0_forward.") and path.name.endswith(".schedule.scheduled")
+    assert str(mind.parse(path.read_text())) == path.read_text()
+    torch._dynamo.reset()  # the same failure in a new process: the same file, nothing new
+    monkeypatch.setattr(backend, "_GRAPH_NAMES", (f"graph{i}" for i in itertools.count()))
+    run(seed, *inputs)
+    assert list(path.parent.iterdir()) == [path]
 
 
 def test_reproducer_of_a_pass_failing_midway_is_the_ir_before_it(monkeypatch):
@@ -73,7 +92,7 @@ def test_reproducer_of_a_pass_failing_midway_is_the_ir_before_it(monkeypatch):
 
 
 def test_kernel_failing_at_first_call_warns_once_and_runs_eagerly(monkeypatch):
-    monkeypatch.setattr(backend, "generate", lambda graph, dump, pipeline: BROKEN_SOURCE)
+    monkeypatch.setattr(backend, "generate", lambda *args: BROKEN_SOURCE)
     inputs = seed_inputs()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -88,7 +107,7 @@ def test_kernel_failing_at_first_call_warns_once_and_runs_eagerly(monkeypatch):
 
 
 def test_generated_program_runs(monkeypatch):
-    monkeypatch.setattr(backend, "generate", lambda graph, dump, pipeline: SEED_SOURCE)
+    monkeypatch.setattr(backend, "generate", lambda *args: SEED_SOURCE)
     inputs = seed_inputs()
     out, warned = run(seed, *inputs)
     assert warned == []
@@ -102,15 +121,49 @@ def test_seed_matches_eager():
     torch.testing.assert_close(out, seed(*inputs))
 
 
-def test_dump_dir_writes_every_stage_as_round_tripping_ir(tmp_path, monkeypatch):
+def test_dump_dir_writes_every_stage_in_pipeline_order_as_round_tripping_ir(tmp_path, monkeypatch):
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
     run(seed, *seed_inputs())
     files = sorted((tmp_path / "dump").iterdir())
-    assert {f.suffix[1:] for f in files} >= set(STAGES)
+    assert {f.suffix[1:] for f in files} >= {*STAGES, "dot"}
+    names = [f.name for f in files if f.suffix != ".svg"]  # (.svg: where Graphviz is)
+    assert names == [
+        "graph0.00.fx",
+        "graph0_forward.00.aten",
+        "graph0_forward.01.lower.loops",
+        "graph0_forward.02.mm-templates.loops",
+        "graph0_forward.03.realize.loops",
+        "graph0_forward.04.inline.loops",
+        "graph0_forward.05.schedule.scheduled",
+        "graph0_forward.06.fuse.scheduled",
+        "graph0_forward.07.merge-loops.scheduled",
+        "graph0_forward.08.online-softmax.scheduled",
+        "graph0_forward.09.welford.scheduled",
+        "graph0_forward.10.scheduled.dot",
+        "graph0_forward.11.to-triton.triton",
+        "graph0_forward.12.py",
+    ]
+    assert "digraph mind {" in (tmp_path / "dump" / names[11]).read_text()
     for f in files:
-        if f.suffix != ".py":
+        if f.suffix in (".fx", ".aten", ".loops", ".scheduled", ".triton"):
             text = f.read_text()
             assert str(mind.parse(text, f.name)) == text, f.name
+
+
+def test_every_dump_reloads(tmp_path, monkeypatch):
+    """An fx graph that calls `getattr` (torch names it without its module) dumps as
+    `@builtins.getattr`; an ATen op that returns nothing (`_assert_scalar`) has no result."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    fn, x = (lambda x: torch.view_as_complex(x).real * 2), torch.randn(4, 3, 2)
+    torch.testing.assert_close(run(fn, x)[0], fn(x))
+    dumped = [f for f in tmp_path.iterdir() if f.suffix in (".fx", ".aten", ".loops")]
+    assert "@builtins.getattr(" in next(f for f in dumped if f.suffix == ".fx").read_text()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        aten = mind.capture(lambda x: x[x > 0].sum() + 1, torch.randn(8), stage="aten")
+    assert "  aten._assert_scalar.default(" in str(aten)
+    texts = [(f.name, f.read_text()) for f in dumped] + [("assert.aten", str(aten))]
+    for name, text in texts:
+        assert str(mind.parse(text, name)) == text, name
 
 
 def test_symbolic_sizes_match_eager_without_fallback():
@@ -124,9 +177,38 @@ def test_symbolic_sizes_match_eager_without_fallback():
 
 
 def test_pipeline_comes_from_the_environment(monkeypatch):
-    monkeypatch.setenv("MIND_PIPELINE", "lower,no-such-pass")
-    out, warned = run(seed, *seed_inputs())
-    assert len(warned) == 1 and "unknown pass 'no-such-pass'" in warned[0]
+    monkeypatch.setenv("MIND_PIPELINE", "lower,realize,inline,schedule,to-triton")
+    used = []
+    generate = backend.generate
+    monkeypatch.setattr(
+        backend,
+        "generate",
+        lambda g, d, passes, *a: used.append(passes) or generate(g, d, passes, *a),
+    )
+    inputs = seed_inputs()
+    out, warned = run(seed, *inputs)
+    assert warned == [] and [p.name for p in used[0]] == [
+        "lower",
+        "realize",
+        "inline",
+        "schedule",
+        "to-triton",
+    ]
+    torch.testing.assert_close(out, seed(*inputs))
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "error"),
+    [
+        ("lower,fusee", "MIND_PIPELINE:1:7: error: unknown pass 'fusee'"),
+        ("lower realize", "MIND_PIPELINE:1:7: error: malformed pipeline: expected ','"),
+        ("lower,realize", "MIND_PIPELINE: the pipeline must end at triton IR, not loops IR"),
+    ],
+)
+def test_a_bad_mind_pipeline_is_an_error_not_a_fallback(monkeypatch, pipeline, error):
+    monkeypatch.setenv("MIND_PIPELINE", pipeline)
+    with pytest.raises(Exception, match=re.escape(error)):
+        torch.compile(seed, backend="mind")(*seed_inputs())
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune",
@@ -146,7 +228,7 @@ def test_modes_compile_and_match_eager(mode):
                            "max-autotune-no-cudagraphs)"),
         ({"options": {"cuda_graphs": True}}, "unknown option 'cuda_graphs' (options: cudagraphs, "
                                              "cudagraph_max_shapes, cudagraph_max_recordings, "
-                                             "pipeline)"),
+                                             "pipeline, autotune)"),
         ({"options": {"cudagraphs": 1}}, "option 'cudagraphs' takes a bool, not int (1)"),
     ],
 )  # fmt: skip

@@ -24,9 +24,11 @@ from benchmarks.report import markdown  # noqa: E402
 def test_small_cpu_run_covers_every_case(tmp_path, capsys, monkeypatch):
     for var in CACHE_DIRS:  # main would set them for good
         monkeypatch.setenv(var, str(tmp_path / var))
-    out = tmp_path / "bench.json"
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     argv = ["--device", "cpu", "--small", "--backends", "eager,mind", "--json", str(out)]
-    assert run.main(argv) == 0
+    assert run.main([*argv, "--png", str(png)]) == 0
+    if png.exists():  # matplotlib is in the bench extra
+        assert png.read_bytes().startswith(b"\x89PNG")
     stdout = capsys.readouterr().out
     data = json.loads(out.read_text())
     assert [r["name"] for r in data["cases"]] == list(CASE_NAMES)
@@ -86,3 +88,46 @@ def test_markdown_marks_errors_failures_and_fallbacks():
     cells["mind"] = {"ms": 1.0, "ok": True, "fallback": ["mind: graph 'g' runs eagerly"]}
     text = markdown([row], ["eager", "mind"], meta)
     assert "ok (eager fallback)" in text and "- c / mind: mind: graph 'g' runs eagerly" in text
+
+
+def test_launch_chart_draws_each_backends_speedup(tmp_path):
+    from benchmarks import launch
+    from benchmarks.plot import save
+
+    rows = [{"what": "launch", "us": 3.0}] + [
+        {"graph_kernels": n, "backend": b, "us_per_call": us}
+        for n in (1, 8)
+        for b, us in (("eager", 40.0 * n), ("mind", 10.0 * n), ("inductor", 20.0 * n))
+    ]
+    chart = launch.chart(rows, "test")
+    assert chart.groups == ["1 softmax", "8 softmax"]
+    assert [b.value for b in chart.series["mind"]] == [4.0, 4.0]
+    assert [b.value for b in chart.series["mind reduce-overhead"]] == [None, None]  # ERR
+    pytest.importorskip("matplotlib")
+    save(str(tmp_path / "launch.png"), chart)
+    assert (tmp_path / "launch.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_sweep_variants_are_pipelines_and_its_table_reads():
+    from benchmarks import sweep
+    from mind.options import check_pipeline
+
+    for name, pipeline in sweep.VARIANTS.items():
+        check_pipeline(pipeline, name)
+    text = sweep.table({"softmax": 2.0}, {"default": {"softmax": 3.0}, "x": {"softmax": None}})
+    assert "| softmax | 2.000 | 3.000 (1.50) | ERR |" in text
+
+
+def test_tuning_report_reads_the_records(tmp_path):
+    from benchmarks import tuning
+
+    folder = tmp_path / "tuning"
+    folder.mkdir()
+    kernel = {"winner": "b", "candidates": ["a", "b"], "ms": [2.0, 1.0], "sizes": [64, 32]}
+    matmul = {"winner": "aten", "ms": {"template": 2.0, "aten": 1.0}, "problem": "mm"}
+    for i, record in enumerate([kernel, matmul]):
+        (folder / f"{i}.json").write_text(json.dumps(record))
+    (folder / "bad.json").write_text("{not json")
+    rows = tuning.records(folder)
+    assert "| [64, 32] | a | 2.0000 | b | 1.0000 | 2.00x |" in tuning.kernel_table(rows)
+    assert "| mm | 2.0000 | 1.0000 | aten |" in tuning.matmul_table(rows)

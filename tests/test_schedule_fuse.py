@@ -166,7 +166,7 @@ def test_greedy_picks_the_most_bytes_first():
     text = (LIT / "fuse/fuse.loops").read_text()
     softmax = next(t for t, _ in split_input(text) if "@softmax" in t)
     module = run_pipeline(parse(softmax), "schedule")
-    a, b, _ = best_fusion(module.ops[0], max_parts=64)
+    a, b, _, _ = best_fusion(module.ops[0], max_parts=64)
     assert (a.symbol, b.symbol) == ("op1", "op2")  # buf1 dies with it: more bytes than op0+op1
     module = run_pipeline(module, "fuse{max-fusion-size=1}")
     assert "_op" not in print_module(module)

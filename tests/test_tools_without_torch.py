@@ -21,6 +21,8 @@ runs = [
     (mind_opt, ["--list-passes"]),
     (mind_translate, [triton_ir]),
     (mind_translate, [scheduled]),
+    (mind_translate, [loops, "--to=dot"]),
+    (mind_opt, [loops, "--split-input-file", "--pass=fuse", "--remarks"]),
 ]
 for tool, argv in runs:
     with contextlib.redirect_stdout(io.StringIO()):

@@ -1,41 +1,64 @@
 """`--verify-diagnostics`: MLIR's in-file expectations. `// expected-error@+1 {{message}}` says
-the next line must raise an error containing `message` (`@-1` the line before, no `@` this line)."""
+the next line must get an error containing `message` (`@-1` the line before, no `@` this line,
+`@unknown` an error with no location); `expected-remark`, `expected-warning` and
+`expected-note` likewise. Every expectation must be met and every diagnostic expected."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from dataclasses import dataclass
 
-from mind.ir.diagnostics import MindError
+from mind.ir.diagnostics import Diagnostic
 
-_EXPECTED = re.compile(r"//\s*expected-error(?:@([+-]\d+))?\s*\{\{(.*?)\}\}")
+_EXPECTED = re.compile(
+    r"//\s*expected-(error|warning|remark|note)(?:@([+-]\d+|unknown))?\s*\{\{(.*?)\}\}"
+)
 
 
-def expectations(text: str, line_offset: int) -> list[tuple[int, str]]:
+@dataclass
+class Expectation:
+    severity: str
+    line: int | None  # None: a diagnostic without location
+    message: str
+    met: bool = False
+
+    def accepts(self, diagnostic: Diagnostic) -> bool:
+        line = diagnostic.loc.line if diagnostic.loc is not None else None
+        return (
+            not self.met
+            and self.severity == diagnostic.severity
+            and self.line == line
+            and self.message in diagnostic.message
+        )
+
+
+def expectations(text: str, line_offset: int) -> list[Expectation]:
     found = []
     for number, line in enumerate(text.splitlines(), start=1 + line_offset):
         for match in _EXPECTED.finditer(line):
-            found.append((number + int(match.group(1) or 0), match.group(2)))
+            severity, where, message = match.groups()
+            at = None if where == "unknown" else number + int(where or 0)
+            found.append(Expectation(severity, at, message))
     return found
 
 
 def check_expected_diagnostics(
-    text: str, filename: str, line_offset: int, run: Callable[[str, int], str]
-) -> tuple[bool, str]:
-    """Run a chunk; True when the errors it raises are exactly the ones it expects."""
+    text: str, filename: str, line_offset: int, produced: list[Diagnostic]
+) -> str:
+    """What is wrong with the diagnostics a chunk produced, as error lines ("" when each was
+    expected and each expectation was met)."""
     expected = expectations(text, line_offset)
-    try:
-        run(text, line_offset)
-        error = None
-    except MindError as exc:
-        error = exc
-    if error is None:
-        if not expected:
-            return True, ""
-        line, message = expected[0]
-        return False, f'{filename}:{line}: error: expected error "{message}" was not produced\n'
-    loc = error.loc
-    for line, message in expected:
-        if loc is not None and loc.line == line and message in str(error):
-            return True, ""
-    return False, "unexpected " + error.render() + "\n"
+    problems = []
+    for diagnostic in produced:
+        match = next((e for e in expected if e.accepts(diagnostic)), None)
+        if match is None:
+            problems.append(f"unexpected {diagnostic.render()}\n")
+        else:
+            match.met = True
+    for e in expected:
+        if not e.met:
+            where = f"{filename}:{e.line}" if e.line is not None else filename
+            problems.append(
+                f'{where}: error: expected {e.severity} "{e.message}" was not produced\n'
+            )
+    return "".join(problems)

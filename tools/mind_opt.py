@@ -1,18 +1,32 @@
 """mind-opt: parse, run passes, print. Like mlir-opt, a thin driver over the pass registry.
 
-Exit codes: 0 success, 1 an error in the input (parse, verify, pass), 2 bad command-line usage.
+Exit codes: 0 success, 1 an error in the input (parse, verify, pass; an unreadable input, an
+unwritable output), 2 bad command-line usage. As mlir-opt: with `--split-input-file`, the chunks
+that succeed are printed even when another fails; `-o` is written only when all succeed.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from . import VersionAction, environment_help, logs_configured
 from .textio import read_input, write_output
+
+if TYPE_CHECKING:
+    from mind.ir.diagnostics import Diagnostic
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mind-opt", description="Run mind passes on IR text.")
+    p = argparse.ArgumentParser(
+        prog="mind-opt",
+        description="Run mind passes on IR text.",
+        epilog=environment_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input")
     p.add_argument("-o", dest="output", default="-", help="output file (default: standard output)")
     p.add_argument(
@@ -23,12 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[{opts}]",
         help="run a pass (repeatable, in order)",
     )
-    p.add_argument("-p", "--pipeline", default=None, help="a pipeline string: a,b{opt=1}")
+    p.add_argument("-p", "--pipeline", default=None, help="a pipeline string: a,b{opt=1 other=2}")
     p.add_argument("--split-input-file", action="store_true", help="split the input on '// -----'")
     p.add_argument(
         "--verify-diagnostics",
         action="store_true",
-        help="check errors against expected-error@+N {{...}} comments",
+        help="check diagnostics against expected-error@+N {{...}} (and -remark) comments",
+    )
+    p.add_argument(
+        "--remarks",
+        action="store_true",
+        help="print the remarks passes make (fuse: each pair of nodes weighed, and why)",
     )
     p.add_argument("--generic", action="store_true", help="print every op in its generic form")
     p.add_argument("--list-passes", action="store_true", help="list the registered passes")
@@ -44,15 +63,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-ir-before-all", action="store_true")
     p.add_argument("--time-passes", action="store_true")
     p.add_argument("--no-verify-each", action="store_true", help="skip the verifier between passes")
+    p.add_argument("--version", action=VersionAction)
     return p
 
 
 def list_passes() -> str:
+    """Each pass: its stages and summary, then each option with its type, default and meaning."""
     from mind.passes import PASSES
+    from mind.passes.manager import show_value
 
     lines = ["Available passes:"]
     for name, cls in sorted(PASSES.items()):
-        lines.append(f"  {name:<13} {cls.input + ' -> ' + cls.output:<24} {cls.summary}")
+        lines.append(f"  {name:<15} {cls.input + ' -> ' + cls.output:<23} {cls.summary}")
+        for f in cls.options():
+            spelled = f"{f.name.replace('_', '-')}={show_value(f.default)}"
+            kind = type(f.default).__name__
+            lines.append(f"      {spelled:<24} {kind:<5} {f.metadata.get('help', '')}")
     return "\n".join(lines) + "\n"
 
 
@@ -96,39 +122,74 @@ def _same_shape(opdefs: list) -> list[list]:
     return groups
 
 
-def run_chunk(text: str, filename: str, line_offset: int, args, passes) -> str:
+@dataclass
+class Chunk:
+    """One `// -----` chunk of the input and what became of it."""
+
+    text: str
+    line_offset: int
+    output: str = ""
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    failed: bool = False
+
+
+def run_chunk(chunk: Chunk, filename: str, args, passes) -> None:
+    """Parse, run the passes, print: the chunk's output, or its error among its diagnostics.
+    Remarks are collected when asked for (`--remarks`)."""
+    from mind.ir.diagnostics import MindError, diagnostic_handler
     from mind.ir.printer import print_module
     from mind.parser import parse
     from mind.passes.manager import PassManager, resolve_pipeline, stage_of
 
-    module = parse(text, filename, line_offset)
-    if not passes:
-        return print_module(module, args.generic)
-    pipeline = resolve_pipeline(passes, stage_of(module))
-    if args.dump_pass_pipeline:
-        sys.stderr.write(
-            "Pass Manager with "
-            + str(len(pipeline))
-            + " passes:\n  "
-            + ",".join(map(str, pipeline))
-            + "\n"
+    listen = diagnostic_handler(chunk.diagnostics.append) if args.remarks else nullcontext()
+    try:
+        with listen:
+            module = parse(chunk.text, filename, chunk.line_offset)
+            if passes:
+                pipeline = resolve_pipeline(passes, stage_of(module))
+                if args.dump_pass_pipeline:
+                    sys.stderr.write(
+                        f"Pass Manager with {len(pipeline)} passes:\n  "
+                        + ",".join(map(str, pipeline))
+                        + "\n"
+                    )
+                manager = PassManager(
+                    pipeline,
+                    verify_each=not args.no_verify_each,
+                    print_after_all=args.print_ir_after_all,
+                    print_before_all=args.print_ir_before_all,
+                    time_passes=args.time_passes,
+                )
+                module = manager.run(module)
+        chunk.output = print_module(module, args.generic)
+    except MindError as exc:
+        chunk.diagnostics.append(exc.diagnostic)
+        chunk.failed = True
+
+
+def report(chunk: Chunk, filename: str, verify: bool) -> bool:
+    """Print the chunk's diagnostics (or, verifying, what differs from its expectations);
+    whether it went as it should."""
+    from .diagnostics_check import check_expected_diagnostics
+
+    if verify:
+        problems = check_expected_diagnostics(
+            chunk.text, filename, chunk.line_offset, chunk.diagnostics
         )
-    manager = PassManager(
-        pipeline,
-        verify_each=not args.no_verify_each,
-        print_after_all=args.print_ir_after_all,
-        print_before_all=args.print_ir_before_all,
-        time_passes=args.time_passes,
-    )
-    return print_module(manager.run(module), args.generic)
+        sys.stderr.write(problems)
+        return not problems
+    for diagnostic in chunk.diagnostics:
+        sys.stderr.write(diagnostic.render() + "\n")
+    return not chunk.failed
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # before any import: `--help` answers at once
+    if not logs_configured("mind-opt"):
+        return 2
     from mind.ir.diagnostics import MindError
     from mind.passes.manager import parse_pipeline
 
-    from .diagnostics_check import check_expected_diagnostics
     from .split import split_input
 
     if args.list_passes:
@@ -138,8 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(list_ops(args.list_ops))
         return 0
     try:
-        specs = [*args.passes, *([args.pipeline] if args.pipeline else [])]
-        passes = [p for spec in specs for p in parse_pipeline(spec)]
+        specs = [(spec, "--pass") for spec in args.passes]
+        specs += [(args.pipeline, "--pipeline")] if args.pipeline else []
+        passes = [p for spec, source in specs for p in parse_pipeline(spec, source)]
     except MindError as exc:
         sys.stderr.write(f"mind-opt: {exc.render()}\n")
         return 2
@@ -147,27 +209,24 @@ def main(argv: list[str] | None = None) -> int:
         text, filename = read_input(args.input)
     except OSError as exc:
         sys.stderr.write(f"mind-opt: cannot read '{args.input}': {exc.strerror}\n")
-        return 2
-    chunks = split_input(text) if args.split_input_file else [(text, 0)]
-    outputs, failed = [], False
-    for chunk, offset in chunks:
-        if args.verify_diagnostics:
-            ok, report = check_expected_diagnostics(
-                chunk, filename, offset, lambda c, o: run_chunk(c, filename, o, args, passes)
-            )
-            failed |= not ok
-            if report:
-                sys.stderr.write(report)
-            continue
-        try:
-            outputs.append(run_chunk(chunk, filename, offset, args, passes))
-        except MindError as exc:
-            sys.stderr.write(exc.render() + "\n")
-            failed = True
-    if failed:
         return 1
-    write_output("// -----\n".join(outputs), args.output)
-    return 0
+    pieces = split_input(text) if args.split_input_file else [(text, 0)]
+    ok, outputs = True, []
+    for i, (piece, offset) in enumerate(pieces):
+        chunk = Chunk(piece, offset)
+        run_chunk(chunk, filename, args, passes)
+        outputs.append(chunk.output)
+        if args.output == "-":  # each chunk as it comes, its diagnostics beside it
+            sys.stdout.write(("// -----\n" if i else "") + chunk.output)
+            sys.stdout.flush()
+        ok &= report(chunk, filename, args.verify_diagnostics)
+    if ok and args.output != "-":  # as mlir-opt: no output file after a failure
+        try:
+            write_output("// -----\n".join(outputs), args.output)
+        except OSError as exc:
+            sys.stderr.write(f"mind-opt: cannot write '{args.output}': {exc.strerror}\n")
+            return 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

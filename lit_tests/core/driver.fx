@@ -24,6 +24,8 @@ fx.graph @graph0 {
 // LIST: Available passes:
 // LIST: to-aten {{ *}}fx -> aten
 
-// UNKNOWN: mind-opt: error: unknown pass 'bogus' (known: {{.*}}to-aten
+// UNKNOWN: mind-opt: --pass:1:1: error: unknown pass 'bogus' (known: {{.*}}to-aten
+// UNKNOWN-NEXT: {{^}}bogus{{$}}
+// UNKNOWN-NEXT: {{^}}^{{$}}
 
-// OPTION: mind-opt: error: pass 'to-aten' has no option 'nope' (options: none)
+// OPTION: mind-opt: --pipeline:1:8: error: pass 'to-aten' has no option 'nope' (options: none)

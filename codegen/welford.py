@@ -1,0 +1,93 @@
+"""The `welford` reduction kind's block ops: a row's mean and its sum of squared deviations m2.
+
+In registers (a persistent kernel) it is two passes over the row it holds: the mean, then the
+squared deviations from it, exact and free of a second read.
+
+In an r-loop (a looped kernel), as Inductor's welford_reduce, each lane carries its running mean,
+m2 and count, one element at a time:
+
+    n += 1;  delta = x - mean;  mean += delta / n;  m2 += delta * (x - mean)
+
+so the row is read once, and after the loop the lanes merge by the kind's combine
+(`welford_merge`, dialects/reductions.py): lanes that saw nothing have count 0 and add nothing.
+"""
+
+from __future__ import annotations
+
+from mind.dialects.reductions import REDUCTIONS, welford_merge
+from mind.dialects.triton import dtype_of
+from mind.ir import dtypes as dt
+from mind.ir.core import Value
+
+from .accumulators import ACCUMULATORS, Accumulator, keep_masked, reduce_block
+from .kernel import KernelBuilder, Scope
+
+SUM = REDUCTIONS["sum"]
+
+
+class Blocks:
+    """`welford_merge`'s arithmetic on kernel blocks of one dtype; `sum` reduces along r."""
+
+    def __init__(self, b: KernelBuilder, scope: Scope, dtype: dt.DType):
+        self.b, self.scope, self.dtype = b, scope, dtype
+
+    def sum(self, x: Value) -> Value:
+        return reduce_block(self.b, self.scope, [x], SUM, self.dtype)
+
+    def _op(self, name: str, a: Value, b: Value) -> Value:
+        return self.b.emit_op(self.scope, name, [a, b], self.dtype)
+
+    def add(self, a: Value, b: Value) -> Value:
+        return self._op("add", a, b)
+
+    def sub(self, a: Value, b: Value) -> Value:
+        return self._op("sub", a, b)
+
+    def mul(self, a: Value, b: Value) -> Value:
+        return self._op("mul", a, b)
+
+    def truediv(self, a: Value, b: Value) -> Value:
+        return self._op("truediv", a, b)
+
+
+class Welford(Accumulator):
+    def rows(self, b, scope, op):
+        dtype = op.results[0].type.dtype
+        ops = Blocks(b, scope, dtype)
+        v = b.masked_input(scope, scope.values[op.value], 0.0, dtype)
+        mean = ops.truediv(ops.sum(v), _row_length(b, scope, dtype))
+        dev = b.masked_input(scope, ops.sub(v, mean), 0.0, dtype)
+        return [mean, ops.sum(ops.mul(dev, dev))]
+
+    def init(self, b, scope, op):
+        dtype, full = op.results[0].type.dtype, b.tiling.full_shape
+        return [b.full(scope, 0.0, dtype, full) for _ in range(3)]  # mean, m2, count
+
+    def step(self, b, scope, op, acc, mask):
+        (mean, m2, count), dtype = acc, dtype_of(acc[0])
+        ops = Blocks(b, scope, dtype)
+        x = scope.values[op.value]
+        if dtype_of(x) != dtype:
+            x = b.emit(scope, "cast", [x], dtype, b.tiling.full_shape)
+        one = b.full(scope, 1.0, dtype, (1,) * len(b.tiling.full_shape))
+        count_new = ops.add(count, one)
+        delta = ops.sub(x, mean)
+        mean_new = ops.add(mean, ops.truediv(delta, count_new))
+        m2_new = ops.add(m2, ops.mul(delta, ops.sub(x, mean_new)))
+        return keep_masked(b, scope, [mean_new, m2_new, count_new], acc, mask)
+
+    def finish(self, b, scope, op, out):
+        mean, m2, count = out
+        return list(welford_merge(Blocks(b, scope, dtype_of(mean)), mean, m2, count))
+
+
+def _row_length(b: KernelBuilder, scope: Scope, dtype: dt.DType) -> Value:
+    """The row's element count as a `dtype` block: a constant, or the r0_numel argument."""
+    rnumel = b.tiling.rgroup.numel
+    ones = (1,) * len(b.tiling.full_shape)
+    if isinstance(rnumel, int):
+        return b.full(scope, float(rnumel), dtype, ones)
+    return b.emit(scope, "cast", [b.numels["r0_"]], dtype, ())
+
+
+ACCUMULATORS["welford"] = Welford()

@@ -1,0 +1,182 @@
+"""mm-templates: compute a matmul with ATen (cuBLAS) or with a Triton template mind generates.
+
+`lower` makes mm, addmm and bmm `loops.extern` calls to ATen. This pass turns the ones it selects
+into loops nodes that a Triton matmul template computes: a reduction over k of `a[m, k] *
+b[k, n]` (batched: `a[b, m, k] * b[b, k, n]`), accumulated in f32 and marked
+`template = "mm"`, then pointwise nodes for what addmm adds (`beta * bias + alpha * mm`) and the
+cast to the result dtype. From there the usual passes build the template's prologue and
+epilogue, visible in the dumps: `realize` and `inline` fold a cheap producer of an operand (a
+cast, a view) into the template's loads, `fuse` fuses pointwise consumers (bias, activation,
+residual add, cast) into the template node, and code generation (codegen/template.py) tiles it
+for tl.dot with the fused epilogue after the k-loop. An operand computed by more than loads and
+casts is realized first: a template reloads each operand tile many times.
+
+`select` chooses: `aten` (the default: cuBLAS usually wins against an untuned template),
+`template` (every eligible matmul), or `autotune` (max-autotune: a benchmark of the template
+against ATen decides, once per problem and cached; without a benchmark, as when there is no GPU,
+ATen). Eligible: static sizes, m and n above 1, inputs and result of one dtype among f32, f16
+and bf16.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mind.analysis.loops import base_of, producer
+from mind.dialects.loops import Load, LoopsCall, Pointwise, Yield, is_realized
+from mind.dialects.scheduled import Node, Reduction
+from mind.ir import dtypes as dt
+from mind.ir.core import Block, Operation, Value
+from mind.ir.diagnostics import MindError
+from mind.ir.types import TensorType, contiguous_strides
+
+from .lower import LowerCtx
+from .manager import GraphPass, option
+from .realize import flatten_buffer_loads
+
+#: the ATen matmuls a template can compute: symbol -> (positions of a and b, of the bias)
+MATMULS = {
+    "aten.mm.default": ((0, 1), None),
+    "aten.bmm.default": ((0, 1), None),
+    "aten.addmm.default": ((1, 2), 0),
+}
+FLOATS = (dt.f32, dt.f16, dt.bf16)
+SELECT = ("aten", "template", "autotune")
+
+#: decides `select=autotune`: True for the template, False for ATen, None when it cannot tell
+#: (the backend installs a benchmark; see mind/tuning.py)
+Benchmark = Callable[[LoopsCall], bool | None]
+_BENCHMARK: list[Benchmark] = []
+
+
+def set_benchmark(benchmark: Benchmark | None) -> None:
+    """Install (or, with None, remove) what decides `select=autotune`."""
+    _BENCHMARK[:] = [benchmark] if benchmark is not None else []
+
+
+@dataclass(frozen=True)
+class MmTemplates(GraphPass, name="mm-templates", input="loops"):
+    """Select Triton matmul templates (fused prologues and epilogues) or ATen for mm, addmm, bmm.
+
+    `select` is aten (default), template or autotune (a benchmark decides, else aten)."""
+
+    select: str = option(
+        "aten", "aten (cuBLAS), template (every eligible matmul), or autotune (a benchmark decides)"
+    )
+
+    def run_graph(self, graph: Operation) -> None:
+        if self.select not in SELECT:
+            raise MindError(f"mm-templates: select must be one of {', '.join(SELECT)}")
+        if self.select == "aten":
+            return
+        reserved = {v.name for op in graph.walk() for v in op.results}
+        reserved |= {a.name for a in graph.body.args}
+        for op in list(graph.body.ops):
+            if isinstance(op, LoopsCall) and eligible(op) and self.chooses(op):
+                rewrite(graph.body, op, reserved)
+        flatten_buffer_loads(graph.body)  # loads from the operands realized here
+
+    def chooses(self, call: LoopsCall) -> bool:
+        if self.select == "template":
+            return True
+        verdict = _BENCHMARK[0](call) if _BENCHMARK else None
+        return bool(verdict)
+
+
+def eligible(op: Operation) -> bool:
+    """Whether a template can compute the call: a matmul of static sizes (m, n > 1) whose
+    tensors share one float dtype."""
+    if op.name != "loops.extern" or op.symbol not in MATMULS or len(op.results) != 1:
+        return False
+    (ia, ib), ibias = MATMULS[op.symbol]
+    tensors = [op.values[i] for i in (ia, ib, ibias) if i is not None]
+    if not all(isinstance(v, Value) and isinstance(v.type, TensorType) for v in tensors):
+        return False
+    out = op.result.type
+    types = [v.type for v in tensors] + [out]
+    if {t.dtype for t in types} != {out.dtype} or out.dtype not in FLOATS:
+        return False
+    if not all(isinstance(s, int) for t in types for s in t.shape):
+        return False
+    m, n = out.shape[-2:]
+    scales = (op.attrs.get(k, 1) for k in ("alpha", "beta"))
+    return m > 1 and n > 1 and all(isinstance(s, int | float) for s in scales)
+
+
+def rewrite(block: Block, call: LoopsCall, reserved: set[str]) -> None:
+    """Replace the call by its template reduction and pointwise epilogue nodes."""
+    (ia, ib), ibias = MATMULS[call.symbol]
+    a, b = call.values[ia], call.values[ib]
+    for operand in (a, b):
+        _realize_unless_cheap(operand)
+    out = call.result.type
+    acc = dt.upcast(out.dtype)
+    ctx = LowerCtx(Block(), reserved)
+    ctx.outs, ctx.origin, ctx.base = [out], call.symbol.split(".")[1], call.result.name
+    k = a.type.shape[-1]
+
+    def product(body, idx, ridx):
+        *bs, m, n = idx
+        left = body.cast(body.load(a, [*bs, m, ridx[0]]), acc)
+        return body.mul(left, body.cast(body.load(b, [*bs, ridx[0], n]), acc))
+
+    result = ctx.reduction(acc, out.shape, [k], "sum", product)
+    reduction = result.owner
+    reduction.set_attr("template", "mm")
+    value = result
+    if ibias is not None or acc != out.dtype:
+        value = ctx.pointwise(out.dtype, out.shape, _epilogue(call, result, ibias, acc))
+    value.owner.result.type = out  # the call's buffer: consumers read it at flat offsets
+    for op in list(ctx.block.ops):
+        ctx.block.remove(op)
+        block.insert_before(call, op)
+    call.result.replace_all_uses_with(value)
+    call.erase()
+
+
+def _epilogue(call: LoopsCall, mm: Value, ibias: int | None, acc: dt.DType):
+    """addmm's `beta * bias + alpha * mm`, in the accumulator dtype."""
+    alpha, beta = call.attrs.get("alpha", 1), call.attrs.get("beta", 1)
+
+    def body(b, idx):
+        value = b.load(mm, idx)
+        if ibias is None:
+            return value
+        if alpha != 1:
+            value = b.mul(value, b.constant(alpha, acc))
+        bias = b.cast(b.load(call.values[ibias], idx), acc)
+        if beta != 1:
+            bias = b.mul(bias, b.constant(beta, acc))
+        return b.add(bias, value) if beta != 0 else value
+
+    return body
+
+
+def _realize_unless_cheap(operand: Value) -> None:
+    """An operand computed by a pointwise node that does more than load and cast is realized
+    (given a flexible contiguous layout): the template reads each operand tile many times."""
+    node = producer(base_of(operand))
+    if not isinstance(node, Pointwise) or is_realized(node):
+        return
+    ops = [op for op in node.body.ops if not isinstance(op, Yield)]
+    loads = sum(isinstance(op, Load) for op in ops)
+    if loads <= 1 and all(isinstance(op, Load) or op.kind == "cast" for op in ops):
+        return
+    t = node.result.type
+    node.result.type = dataclasses.replace(t, strides=contiguous_strides(t.shape))
+    node.layout = "flexible"
+
+
+def template_fusable(a: Node, b: Node, sizes: tuple) -> bool:
+    """What fuse may put in one node with a template node: work without reductions (a prologue
+    of loads and casts was inlined already; a pointwise consumer is an epilogue, computed on the
+    output tile), over the template's own loops (its m, n tiling stays)."""
+    template = a if a.template is not None else b if b.template is not None else None
+    if template is None:
+        return True
+    other = b if template is a else a
+    if other.template is not None or any(isinstance(op, Reduction) for op in other.body.ops):
+        return False
+    return tuple(map(list, sizes)) == tuple(map(list, template.sizes))

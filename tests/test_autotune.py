@@ -1,0 +1,230 @@
+"""Autotuning's mechanism on CPU tensors (codegen/autotune.py, runtime/autotune.py,
+mind/tuning.py): candidates listed in the triton IR, a fake timer picking the winner, the tuning
+cache written, reused and repaired, the heuristic kept when nothing can be timed, and the choice
+of a matmul template against ATen. What tuning finds on a GPU is for benchmarks, not tests."""
+
+import json
+import os
+import re
+import warnings
+
+import pytest
+import torch
+from mind.parser import parse
+from mind.passes import run_pipeline
+from mind.passes.mm_templates import set_benchmark
+from mind.runtime import autotune, load, loader
+from mind.runtime.compile_pool import Pool
+from mind.runtime.progress import Silent, progress
+from mind.target.triton import emit
+
+from mind.options import PIPELINE, pipeline_of, resolve_options
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+SEED = (
+    open(os.path.join(ROOT, "lit_tests", "triton", "seed.scheduled"))
+    .read()
+    .replace("cuda:0", "cpu")
+)
+
+
+@pytest.fixture
+def timer(isolated_runtime, tmp_path):
+    """A fake timer: run `fn` once, then report `times[k]` for its k-th call (5.0 past them)."""
+
+    class Fake:
+        calls = 0
+        times: list[float] = []
+
+        def __call__(self, fn):
+            fn()
+            self.calls += 1
+            return self.times[self.calls - 1] if self.calls <= len(self.times) else 5.0
+
+    fake = Fake()
+    autotune.set_timer(fake)
+    yield fake
+    autotune.set_timer(None)
+    set_benchmark(None)
+
+
+def tuned_seed():
+    source = emit(run_pipeline(parse(SEED), "to-triton{autotune=true}"))
+    return source, load(source, "seed", interpret=True)
+
+
+def check_seed(module):
+    a, b, c = (torch.randn(4, 128) for _ in range(3))
+    torch.testing.assert_close(module.call([a, b, c])[0], ((a + b) * c.relu()).sum(-1))
+
+
+def records(tmp_path):
+    return list((tmp_path / "cache" / "tuning").glob("*.json"))
+
+
+def test_launches_list_their_candidates():
+    """Other configs of the kernel and a looped kernel for the persistent one, each with its
+    grid; the triton IR prints and parses back."""
+    text = str(run_pipeline(parse(SEED), "to-triton{autotune=true}"))
+    assert str(parse(text)) == text
+    (launch,) = [line for line in text.splitlines() if "triton.launch" in line]
+    assert (
+        '("triton_per_fused_add_mul_relu_sum_0", {XBLOCK: 2, R0_BLOCK: 128, num_warps: 2, num_stages: 1}, (2, 1, 1))'
+        in launch
+    )
+    assert (
+        '("triton_red_fused_add_mul_relu_sum_0", {XBLOCK: 1, R0_BLOCK: 128, num_warps: 2, num_stages: 1}, (4, 1, 1))'
+        in launch
+    )
+    assert "triton.kernel @triton_red_fused_add_mul_relu_sum_0(" in text
+    assert "candidates" not in str(run_pipeline(parse(SEED), "to-triton"))
+
+
+def test_the_fastest_candidate_wins_and_is_recorded(timer, tmp_path):
+    timer.times = [3.0, 4.0, 1.0]
+    _, module = tuned_seed()
+    check_seed(module)
+    assert timer.calls > 3  # every candidate ran
+    (path,) = records(tmp_path)
+    record = json.loads(path.read_text())
+    assert record["winner"] == record["candidates"][2]
+    assert record["ms"][:3] == [3.0, 4.0, 1.0]
+
+
+def test_a_recorded_winner_is_used_without_timing(timer, tmp_path, monkeypatch):
+    timer.times = [3.0, 1.0]
+    source, _ = tuned_seed()
+    winner = json.loads(records(tmp_path)[0].read_text())["winner"]
+    monkeypatch.setattr(loader, "_MODULES", {})
+    calls = timer.calls
+    chosen = []
+    original = autotune.Tuned.choose
+    monkeypatch.setattr(
+        autotune.Tuned, "choose", lambda self: chosen.append(original(self)) or chosen[-1]
+    )
+    check_seed(load(source, "seed", interpret=True))
+    assert timer.calls == calls  # nothing ran again
+    assert chosen == [1] and "XBLOCK=1" in winner
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda r: "{not json",
+        lambda r: json.dumps({**r, "key": "0" * 64}),  # another key's record
+        lambda r: json.dumps({**r, "winner": "a kernel that is not a candidate"}),
+    ],
+    ids=["garbled", "other-key", "unknown-winner"],
+)
+def test_a_damaged_record_is_ignored_and_rewritten(timer, tmp_path, monkeypatch, damage):
+    timer.times = [3.0, 1.0]
+    source, _ = tuned_seed()
+    (path,) = records(tmp_path)
+    record = json.loads(path.read_text())
+    path.write_text(damage(record))
+    monkeypatch.setattr(loader, "_MODULES", {})
+    timer.calls = 0
+    check_seed(load(source, "seed", interpret=True))
+    assert timer.calls > 0  # tuned again
+    assert json.loads(path.read_text())["winner"] == record["candidates"][1]
+
+
+def test_a_failing_candidate_never_wins(timer, tmp_path):
+    class Broken(Exception):
+        pass
+
+    def timer_failing_first(fn):
+        timer.calls += 1
+        if timer.calls == 1:
+            raise Broken  # as a config that needs more shared memory than there is
+        fn()
+        return 2.0 if timer.calls == 2 else 5.0
+
+    autotune.set_timer(timer_failing_first)
+    _, module = tuned_seed()
+    check_seed(module)
+    record = json.loads(records(tmp_path)[0].read_text())
+    assert record["ms"][0] == float("inf") and record["winner"] == record["candidates"][1]
+
+
+def test_without_a_timer_the_heuristic_runs_and_nothing_is_recorded(isolated_runtime, tmp_path):
+    """CPU tensors have nothing to time: the heuristic's candidate (the kernel as configured)."""
+    _, module = tuned_seed()
+    check_seed(module)
+    assert records(tmp_path) == []
+
+
+def test_tuning_waits_for_its_candidates_compiled():
+    """The pool tunes a launch once all its candidates are compiled (here by the loading
+    process alone: a pool of no workers), and every launch once."""
+    events = []
+
+    class FakeBinding:
+        def __init__(self, name):
+            self.name = name
+
+        def compile(self):
+            events.append(("compiled", self.name))
+
+    class FakeTuned:
+        def __init__(self, name, bindings):
+            self.name, self.bindings = name, bindings
+
+        def choose(self):
+            events.append(("tuned", self.name))
+
+    a, b, c = FakeBinding("a"), FakeBinding("b"), FakeBinding("c")
+    Pool(0).compile("m", "", "f", [a, b, c], [FakeTuned("ab", [a, b]), FakeTuned("c", [c])])
+    assert events == [
+        ("compiled", "a"),
+        ("compiled", "b"),
+        ("tuned", "ab"),
+        ("compiled", "c"),
+        ("tuned", "c"),
+    ]
+
+
+def test_progress_bar_only_on_a_terminal():
+    assert isinstance(progress(10, "tuning"), Silent)  # pytest captures stderr
+
+
+def test_max_autotune_turns_tuning_on():
+    options = resolve_options("max-autotune")
+    assert options.autotune and options.cudagraphs
+    pipeline = pipeline_of(options)
+    assert "mm-templates{select=autotune}" in pipeline and "to-triton{autotune=true}" in pipeline
+    assert pipeline_of(resolve_options("default")) == PIPELINE
+    explicit = PIPELINE.replace("mm-templates", "mm-templates{select=template}")
+    assert "select=template" in pipeline_of(resolve_options("max-autotune", {"pipeline": explicit}))
+
+
+@pytest.mark.parametrize("faster", ["template", "aten"])
+def test_a_benchmark_chooses_template_or_aten(timer, tmp_path, monkeypatch, faster):
+    """Under max-autotune, the matmul alone runs through the template and through ATen under the
+    timer; the faster computes it in the compiled graph, and the answer is recorded."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
+    slower = {"template": "aten", "aten": "template"}[faster]
+    autotune.set_timer(lambda fn: (fn(), 2.0 if fn.__name__ == slower else 1.0)[1])
+
+    def fn(x, w):
+        return (x @ w).relu()
+
+    x, w = torch.randn(32, 24), torch.randn(24, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        out = torch.compile(fn, backend="mind", mode="max-autotune")(x, w)
+    torch.testing.assert_close(out, fn(x, w))
+    text = "".join(p.read_text() for p in (tmp_path / "dump").glob("*_forward.*.triton"))
+    assert ("triton.dot" in text) == (faster == "template")
+    assert ("triton.extern @aten.mm.default" in text) == (faster == "aten")
+    winners = [json.loads(p.read_text()).get("winner") for p in records(tmp_path)]
+    assert faster in winners
+
+
+def test_without_a_timer_max_autotune_keeps_aten(isolated_runtime, tmp_path, monkeypatch):
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
+    x, w = torch.randn(32, 24), torch.randn(24, 16)
+    out = torch.compile(lambda x, w: x @ w, backend="mind", mode="max-autotune")(x, w)
+    torch.testing.assert_close(out, x @ w)
+    text = "".join(p.read_text() for p in (tmp_path / "dump").glob("*_forward.*.triton"))
+    assert re.search(r"triton\.extern @aten\.mm\.default", text)

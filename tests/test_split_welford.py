@@ -1,0 +1,110 @@
+"""Split reductions (codegen/split.py) and the welford rewrite (passes/welford.py,
+codegen/welford.py), end to end on CPU tensors through Triton's interpreter, against eager."""
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from mind.codegen.heuristics import split_factor
+
+from mind.options import PIPELINE
+
+pytestmark = [
+    pytest.mark.usefixtures("isolated_runtime"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),  # masked lanes
+]
+
+#: looped kernels (rows over 16 elements), and splits sized for a 2-SM GPU
+LOOPED = PIPELINE.replace("to-triton", "to-triton{persistent-max=16,max-r-block=32}")
+SPLIT = PIPELINE.replace("to-triton", "to-triton{sm-count=2}")
+NO_WELFORD = PIPELINE.replace("welford,", "")
+
+
+def run(fn, *args, pipeline: str = PIPELINE):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a fallback to eager fails the test
+        return torch.compile(fn, backend="mind", options={"pipeline": pipeline})(*args)
+
+
+def close(got, want, rtol):
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        torch.testing.assert_close(g.double(), w.double(), rtol=rtol, atol=rtol)
+
+
+def variances(x):
+    mean = x.mean(-1, keepdim=True)
+    by_hand = ((x - mean) ** 2).mean(-1)
+    return torch.var_mean(x, -1), x.var(0), F.layer_norm(x, x.shape[-1:]), by_hand
+
+
+@pytest.mark.parametrize("pipeline", [PIPELINE, LOOPED, NO_WELFORD], ids=["rows", "looped", "two"])
+def test_variance_at_a_large_offset(pipeline):
+    """Rows far from 0: E[x^2] - E[x]^2 loses every digit there; the welford kind (its mean and
+    m2 in registers, or carried through an r-loop and merged) keeps about four."""
+    x = torch.randn(37, 100, dtype=torch.float64) * 3 + 1e4
+    want = variances(x)
+    close(run(variances, x.float(), pipeline=pipeline), want, rtol=1e-3)
+    naive = (x.float() ** 2).mean(-1) - x.float().mean(-1) ** 2
+    assert (naive.double() - x.var(-1, correction=0)).abs().max() > 1.0
+
+
+def test_welford_reads_the_row_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    x = torch.randn(8, 100)
+    close(run(lambda x: torch.var_mean(x, -1), x, pipeline=LOOPED), torch.var_mean(x, -1), 1e-4)
+    (text,) = [p.read_text() for p in tmp_path.glob("*_forward.*.triton")]
+    assert text.count("triton.for") == 1
+
+
+def test_full_sum_splits_into_partials_and_a_final_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    x = torch.randn(40000)
+    close(run(lambda x: x.sum(), x, pipeline=SPLIT), x.double().sum(), 1e-4)
+    (text,) = [p.read_text() for p in tmp_path.glob("*_forward.*.triton")]
+    assert text.count("triton.launch") == 2
+    assert "%buf0_part0 = triton.empty_strided((5,), (1,)) : f32[5][1]cpu" in text
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_kinds(dtype):
+    def fn(x, y):
+        return x.sum(), x.amax(), x.amin(), (x > 2).any(), (x > -9).all(), y.sum(0), y.prod(0)
+
+    x = torch.randn(40000).to(dtype)
+    y = (1 + torch.randn(3000, 5) / 100).to(dtype)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    close(run(fn, x, y, pipeline=SPLIT), fn(x.double(), y.double()), tol)
+
+
+def test_per_channel_statistics_split_with_welford():
+    """Batch-norm statistics: per channel over (N, H, W), few channels: each channel's parts
+    reduce in one welford pass, then merge."""
+
+    def stats(x):
+        return torch.var_mean(x, (0, 2, 3), correction=0)
+
+    x = torch.randn(16, 3, 20, 20) * 2 + 50
+    close(run(stats, x, pipeline=SPLIT), stats(x.double()), 1e-4)
+
+
+def test_split_keeps_the_epilogue():
+    """What the node computes from its reductions (the mean from the sum, a norm) runs once per
+    row in the final kernel."""
+
+    def fn(x):
+        return x.mean(0), x.norm(), torch.softmax(x.sum(0), 0)
+
+    x = torch.randn(3000, 7)
+    close(run(fn, x, pipeline=SPLIT), fn(x.double()), 1e-4)
+
+
+def test_split_factor_is_inductors():
+    """Inductor's reduction_split_factor on an H200 (132 SMs), by hand: a 2**26 sum splits into
+    512 parts, an 8192 x 8192 column sum into 16; many rows or short rows do not split."""
+    assert split_factor(1, 2**26, True, 132) == 512
+    assert split_factor(8192, 8192, False, 132) == 16
+    assert split_factor(64, 200704, False, 132) == 1024
+    assert split_factor(16384, 4096, True, 132) == 1
+    assert split_factor(1, 8192, True, 132) == 1
+    assert split_factor(100, 32, False, 132) == 1
