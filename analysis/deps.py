@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from functools import lru_cache
 
 import sympy
 from mind.dialects.loops import Index, Load
@@ -19,7 +20,7 @@ from mind.ir.core import Block, Operation, Value
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .loops import pvar, strides_of, substitute
+from .loops import EXPR_CACHE_SIZE, pvar, strides_of, substitute
 
 Dep = tuple[Value, IntLike, dict[str, IntLike]]
 Dim = tuple[sympy.Symbol, IntLike]
@@ -58,7 +59,14 @@ def readers(value: Value, block: Block) -> set[Operation]:
 
 
 def equal(a: IntLike, b: IntLike) -> bool:
-    return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return _equal(sympy.sympify(a), sympy.sympify(b))
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _equal(a: sympy.Expr, b: sympy.Expr) -> bool:
+    return sympy.expand(a - b) == 0
 
 
 def product(sizes: list[IntLike]) -> IntLike:
@@ -143,6 +151,7 @@ def set_node_deps(op: Node) -> None:
 _M1, _M2 = sym("merge_m1"), sym("merge_m2")
 
 
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _mergeable(index: IntLike, outer: sympy.Symbol, inner: sympy.Symbol, inner_size) -> bool:
     """Sound test: stepping `outer` once is stepping `inner` by its size, for any values."""
     if isinstance(index, int) or not index.free_symbols & {outer, inner}:
@@ -176,10 +185,18 @@ def normalize_dep(dep: Dep) -> Dep:
     """Inductor's normalized MemoryDep: contiguous dims merged, variables renamed c0, c1, ...,
     trailing variables the index does not use dropped."""
     buffer, index, ranges = dep
-    (index,), dims = merge_dims([index], [(sym(k), s) for k, s in ranges.items()])
+    index, dims = _normalized(index, tuple(ranges.items()))
+    return (buffer, index, dict(dims))
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _normalized(
+    index: IntLike, ranges: tuple[tuple[str, IntLike], ...]
+) -> tuple[IntLike, tuple[tuple[str, IntLike], ...]]:
+    (index,), dims = merge_dims([index], [(sym(k), s) for k, s in ranges])
     names = [sym(f"c{k}") for k in range(len(dims))]
     index = substitute(index, {v: c for (v, _), c in zip(dims, names)})
     used = sympy.sympify(index).free_symbols
     while dims and names[len(dims) - 1] not in used:
         dims.pop()
-    return (buffer, index, {str(c): s for c, (_, s) in zip(names, dims)})
+    return index, tuple((str(c), s) for c, (_, s) in zip(names, dims))

@@ -8,6 +8,7 @@ the flat offset its strides give.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import TypeVar
 
 import sympy
@@ -63,11 +64,21 @@ def consumers(value: Value, block: Block) -> set[Operation]:
     return found
 
 
+#: entries of the expression caches below: a graph repeats a few hundred index expressions
+#: (every layer of a model indexes alike) in tens of thousands of calls
+EXPR_CACHE_SIZE = 1 << 14
+
+
 def substitute(expr: IntLike, mapping: dict[sympy.Symbol, IntLike]) -> IntLike:
     """Replace symbols simultaneously (p vars by a consumer's expressions), then simplify."""
     if isinstance(expr, int):
         return expr
-    return simplify_index(expr.xreplace({k: sympy.sympify(v) for k, v in mapping.items()}))
+    return _substitute(expr, tuple(mapping.items()))
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _substitute(expr: sympy.Expr, mapping: tuple[tuple[sympy.Symbol, IntLike], ...]) -> IntLike:
+    return simplify_index(expr.xreplace({k: sympy.sympify(v) for k, v in mapping}))
 
 
 def compose_view(
@@ -110,8 +121,11 @@ def flat_offset(value: Value, index: Access) -> IntLike:
 def simplify_index(expr: IntLike) -> IntLike:
     """Expand to a sum of terms (`128*p0 + p1`) and fold `c*floor(x/c) + Mod(x, c)` back into
     `x`, the pair that a reshape of a contiguous buffer leaves behind."""
-    if isinstance(expr, int):
-        return expr
+    return expr if isinstance(expr, int) else _simplify_index(expr)
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _simplify_index(expr: sympy.Expr) -> IntLike:
     expr = sympy.expand(expr)
     changed = True
     while changed:

@@ -10,6 +10,7 @@ buffer's).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sympy
 from mind.dialects.common import Reinterpret
@@ -17,7 +18,7 @@ from mind.ir.core import Value
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import TensorType, contiguous_strides
 
-from .loops import compose_view, pvar, simplify_index
+from .loops import EXPR_CACHE_SIZE, compose_view, pvar, simplify_index
 
 Strides = tuple[IntLike, ...]
 
@@ -38,25 +39,27 @@ def view_layout(value: Value, base_strides: Strides) -> ViewLayout | None:
     non-contiguous dim, ...). Size-1 dims read index 0 only: they get contiguous strides."""
     t = value.type
     assert isinstance(t, TensorType)
-    ps = [pvar(i) for i in range(t.rank)]
-    base, index, _ = compose_view(value, ps)
-    zero = {p: 0 for p, n in zip(ps, t.shape) if n == 1}
-    flat = sympy.sympify(
-        simplify_index(sum((sympy.sympify(e) * s for e, s in zip(index, base_strides)), start=0))
-    ).xreplace(zero)
-    flat = sympy.expand(flat)
+    base, index, _ = compose_view(value, [pvar(i) for i in range(t.rank)])
+    flat = simplify_index(sum((sympy.sympify(e) * s for e, s in zip(index, base_strides)), start=0))
+    affine = _affine(sympy.sympify(flat), tuple(t.shape))
+    return None if affine is None else ViewLayout(base, *affine)
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _affine(flat: sympy.Expr, shape: tuple[IntLike, ...]) -> tuple[Strides, IntLike] | None:
+    """(strides, offset) when `flat`, over the p vars of a view of `shape`, is
+    `offset + sum(strides[i] * p_i)`; else None."""
+    ps = [pvar(i) for i in range(len(shape))]
+    flat = sympy.expand(flat.xreplace({p: 0 for p, n in zip(ps, shape) if n == 1}))
     offset = flat.xreplace({p: 0 for p in ps})
     strides = [sympy.expand(sympy.diff(flat, p)) for p in ps]
     if any(s.free_symbols & set(ps) or s.has(sympy.Derivative) for s in strides):
         return None
     if sympy.expand(offset + sum(s * p for s, p in zip(strides, ps)) - flat) != 0:
         return None
-    unit = contiguous_strides(t.shape)
-    return ViewLayout(
-        base,
-        tuple(u if n == 1 else as_int_like(s) for s, u, n in zip(strides, unit, t.shape)),
-        as_int_like(offset),
-    )
+    unit = contiguous_strides(shape)
+    strides = tuple(u if n == 1 else as_int_like(s) for s, u, n in zip(strides, unit, shape))
+    return strides, as_int_like(offset)
 
 
 def alias_of(value: Value) -> tuple[Value, IntLike] | None:

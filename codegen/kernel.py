@@ -12,9 +12,11 @@ after the numels.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import sympy
+from mind.analysis.loops import EXPR_CACHE_SIZE
 from mind.dialects.loops import CheckIndex, Load
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.scheduled import Node
@@ -138,10 +140,14 @@ class KernelBuilder:
         shape = broadcast_shapes([shape_of(a) for a in args])
         return self.track(self.emit(scope, name, args, dtype, shape, attrs), dict(enumerate(args)))
 
+    def in_scope(self, expr) -> sympy.Expr:
+        """An index over p vars in this kernel's variables."""
+        return _substituted(sympy.sympify(expr), tuple(self.subs.items()))
+
     def index(self, scope: Scope, expr, indirect=(), dtype=None) -> Value:
         """A flat index over p vars as a `triton.index` over this scope's vars (reused when the
         same expression was built in this scope)."""
-        expr = sympy.sympify(expr).subs(self.subs)
+        expr = self.in_scope(expr)
         binds = {}
         for s in sorted(expr.free_symbols, key=str):
             if s.name in scope.vars:
@@ -308,7 +314,7 @@ class KernelBuilder:
 
     def block_offset(self, scope: Scope, index, offset: Value, shape: tuple) -> Value:
         """A scalar offset as a block of `shape` (the interpreter cannot mix 0-d and blocks)."""
-        expr = sympy.sympify(index).subs(self.subs)
+        expr = self.in_scope(index)
         kind, arg = ("full", as_int_like(expr)) if expr.is_Integer else ("broadcast_to", offset)
         return self.emit(scope, kind, [arg], dtype_of(offset), shape)
 
@@ -382,3 +388,8 @@ class KernelBuilder:
         for op in again:
             self.translate(redo, op)
         return redo.values[value]
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _substituted(expr: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
+    return expr.subs(dict(subs))

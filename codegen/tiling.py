@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
 import sympy
 from mind.analysis.deps import index_ops, size_hint
+from mind.analysis.loops import EXPR_CACHE_SIZE
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir import dtypes as dt
@@ -91,6 +93,7 @@ def _accesses(node: Operation) -> list[sympy.Expr]:
     return [sympy.sympify(op.index) for op in node.body.ops if isinstance(op, Load | Store)]
 
 
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
     return sympy.diff(expr, sym(f"p{dim}")) == 1
 

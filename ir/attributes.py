@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,3 +92,22 @@ _PRINTERS: list[tuple[type | tuple[type, ...], Callable[..., str]]] = [
     (PyCall, lambda v, f, n: f"@{v.path}(" + ", ".join(f(a) for a in v.args) + ")"),
     (Type, lambda v, f, n: f"type<{v}>"),
 ]
+
+
+def attr_key(value: Any) -> Hashable:
+    """A hashable stand-in for an attribute value, equal to another's exactly when their texts
+    (`format_attr`) would be, without printing: a key to find identical ops by. A value stands
+    for itself (by identity), an index expression for itself (sympy compares structurally)."""
+    if isinstance(value, Value):
+        return value
+    if isinstance(value, float):
+        return float, format_float(value)
+    if isinstance(value, list | tuple):
+        return type(value), tuple(attr_key(x) for x in value)
+    if isinstance(value, dict):
+        return dict, tuple((k, attr_key(x)) for k, x in value.items())
+    if isinstance(value, sympy.Integer):
+        return int, int(value)
+    if isinstance(value, PyCall):
+        return PyCall, value.path, attr_key(value.args)
+    return type(value), value

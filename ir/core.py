@@ -14,7 +14,7 @@ accessor, `set_arg`, `set_attr`, `replace_values`), which keeps each value's `us
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from .diagnostics import Location
@@ -36,7 +36,7 @@ class Value:
     def replace_all_uses_with(self, new: Any) -> None:
         """Every user holds `new` (a value or an attribute value) where it held this value."""
         for user in list(self.users):
-            user.replace_values(lambda v: new if v is self else v)
+            user.replace_uses(self, new)
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"
@@ -61,6 +61,23 @@ def map_values(item: Any, fn: Callable[[Value], Any]) -> Any:
         return tuple(map_values(x, fn) for x in item)
     if isinstance(item, dict):
         return {k: map_values(v, fn) for k, v in item.items()}
+    return item
+
+
+_NESTED = (list, tuple, dict)
+
+
+def _replaced(item: Any, old: Value, new: Any) -> Any:
+    """`item` with `new` wherever it holds `old` (map_values for one value, without a call per
+    plain element: an output op holds hundreds of values, and fusion renames them one by one)."""
+    if item is old:
+        return new
+    if isinstance(item, dict):
+        return {k: _replaced(v, old, new) for k, v in item.items()}
+    if isinstance(item, list | tuple):
+        out = [new if x is old else _replaced(x, old, new) if isinstance(x, _NESTED) else x
+               for x in item]  # fmt: skip
+        return out if isinstance(item, list) else tuple(out)
     return item
 
 
@@ -211,6 +228,18 @@ class Operation:
         """The values in args then attrs, in order (repeats included)."""
         return self._operands
 
+    def replace_uses(self, old: Value, new: Any) -> None:
+        """Hold `new` (a value or an attribute value) wherever this op holds `old`."""
+        self._args = _replaced(self._args, old, new)
+        self._attrs = Attrs(_replaced(dict(self._attrs), old, new))
+        if not isinstance(new, Value):
+            self._unlink()
+            self._link()
+            return
+        self._operands = tuple(new if v is old else v for v in self._operands)
+        old.users.pop(self, None)
+        new.users[self] = None
+
     def replace_values(self, fn: Callable[[Value], Any]) -> None:
         self._unlink()
         self._args = map_values(self._args, fn)
@@ -340,10 +369,21 @@ class Block:
         self.ops.remove(op)
         op.parent = None
 
-    def reorder(self, ops: list[Operation]) -> None:
-        """The same ops in another order."""
-        assert len(ops) == len(self.ops) and set(ops) == set(self.ops)
-        self.ops[:] = ops
+    def erase_ops(self, ops: Iterable[Operation]) -> None:
+        """Erase many of this block's ops (Operation.erase) in one pass over the block, not a
+        search of it per op."""
+        gone = set(ops)
+        self.ops[:] = [op for op in self.ops if op not in gone]
+        for op in gone:
+            op.parent = None
+            for inner in op.walk():
+                inner._unlink()
+
+    def reorder(self, ops: list[Operation], start: int = 0) -> None:
+        """The same ops in another order (those from `start` on, as many as `ops` holds)."""
+        stop = start + len(ops)
+        assert stop <= len(self.ops) and set(ops) == set(self.ops[start:stop])
+        self.ops[start:stop] = ops
 
     def clone(self, vmap: dict[Value, Any]) -> Block:
         args = [Value(a.name, a.type) for a in self.args]

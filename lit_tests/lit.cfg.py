@@ -1,4 +1,5 @@
 # lit configuration: `RUN: mind-opt %s ... | filecheck %s`, one folder per dialect and pass.
+import importlib.util
 import os
 import sys
 
@@ -16,3 +17,7 @@ for var in ("HOME", "TMPDIR", "TRITON_INTERPRET", "PYTHONPATH"):
         config.environment[var] = os.environ[var]
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%mind-opt", f"{sys.executable} -m mind.tools.mind_opt"))
+# FileCheck on the interpreter lit runs on, without a launcher script (a pyenv shim costs more
+# than the check itself), when that interpreter has it.
+if importlib.util.find_spec("filecheck") is not None:
+    config.substitutions.append((r"\bfilecheck\b", f"{sys.executable} -m filecheck"))

@@ -121,17 +121,16 @@ def load_program(graph: Operation, dump: GraphDump, pipeline: str):
     interpret = _interpret(graph)
     interpret = runtime.default_interpret() if interpret is None else interpret
     key = None if dump.directory else runtime.graph_key(_anonymous(graph), pipeline, interpret)
-    source = runtime.cached_graph(key, interpret) if key else None
-    passes = resolve_pipeline(parse_pipeline(pipeline), "aten") if source is None else []
+    cached = runtime.cached_graph(key, interpret) if key else None
+    passes = resolve_pipeline(parse_pipeline(pipeline), "aten") if cached is None else []
     with progress(graph.symbol, len(passes) + 1) as done:
-        if source is None:
-            source = generate(graph, dump, passes, done)
-        made = "generated" if passes else "from the graph cache"
+        source = cached if cached is not None else generate(graph, dump, passes, done)
+        made = "generated" if cached is None else "from the graph cache"
         log.info("graph %s (%s):\n%s", graph.symbol, made, source)
         origin = dump.file("triton") or f"{graph.symbol}.triton"
         program = runtime.load(source, graph.symbol, str(origin), interpret=interpret)
         done("kernels compiled")
-    if key:
+    if key and cached is None:
         runtime.remember_graph(key, source, interpret)
     return program
 

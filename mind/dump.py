@@ -36,13 +36,17 @@ def reproducer_dir() -> Path:
 
 @dataclass
 class GraphDump:
-    """The stages one graph went through: written as they come when dumping, and the last good
-    one kept so that a failure can name a reproducer."""
+    """The stages one graph went through: written as they come when dumping. Otherwise only a
+    stage's first IR is printed and the passes run after it remembered: a failure rebuilds the
+    last good IR by replaying them, so that compiling prints no IR after each pass."""
 
     graph: str
     directory: Path | None = field(default_factory=dump_dir)
-    #: (name without the number, text) of the last good IR
+    #: (name without the number, text) of the last IR printed
     last: tuple[str, str] | None = None
+    #: the passes run on `last` since it was printed, and the name their output has
+    replay: list = field(default_factory=list)
+    name: str | None = None
     #: the files written, in order
     files: list[Path] = field(default_factory=list)
     #: the scheduled IR so far, when dumping (the picture shows the first and the last)
@@ -69,6 +73,7 @@ class GraphDump:
         """Record IR of `stage`, made by `pass_name` (None: the stage's first IR)."""
         text = str(module)
         self.last = (f"{pass_name}.{stage}" if pass_name else stage, text)
+        self.replay, self.name = [], self.last[0]
         if self.directory and self.scheduled and stage != "scheduled":
             self.picture()
         self.write(*self.last)
@@ -77,7 +82,11 @@ class GraphDump:
 
     def after_pass(self, p, module: Module) -> None:
         """The PassManager's `on_pass` hook."""
-        self.stage(p.output, module, p.name)
+        if self.directory or self.last is None:
+            self.stage(p.output, module, p.name)
+        else:
+            self.replay.append(p)
+            self.name = f"{p.name}.{p.output}"
 
     def picture(self) -> None:
         """The scheduled graph as Graphviz draws it: as scheduled, fused kernels boxed."""
@@ -98,9 +107,9 @@ class GraphDump:
         """The file holding the last good IR: the dump, or one in `reproducer_dir()`."""
         if self.last is None:
             return None
-        suffix, text = self.last
         if self.directory:
-            return self.file(suffix)
+            return self.file(self.last[0])
+        suffix, text = self._rebuilt()
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
         path = reproducer_dir() / f"{self.graph}.{digest}.{suffix}"
         try:
@@ -109,3 +118,17 @@ class GraphDump:
         except OSError:
             return None
         return path
+
+    def _rebuilt(self) -> tuple[str, str]:
+        """(name, text) of the last good IR: the passes replayed on the last IR printed (or that
+        IR, should replaying fail)."""
+        if not self.replay:
+            return self.last
+        from mind.parser import parse
+        from mind.passes.manager import PassManager
+
+        try:
+            module = PassManager(self.replay, verify_each=False).run(parse(self.last[1]))
+        except Exception:
+            return self.last
+        return self.name, str(module)

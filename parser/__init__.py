@@ -2,21 +2,44 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import sys
 from functools import lru_cache
 from importlib import resources
 
+import lark
 from lark import Lark, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from mind.ir.core import Module
 from mind.ir.diagnostics import Location, MindError
+from mind.ir.files import cache_dir, write_atomic
 from mind.ir.verifier import verify
 
 from .builder import Builder
 
+_OPTIONS = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": True}
+
 
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
+    """The LALR parser: its tables take longer to build than most files take to parse, so they
+    are built once per grammar, options, lark and Python version, and loaded from the cache."""
     grammar = resources.files(__package__).joinpath("mind.lark").read_text()
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    facts = "\0".join((grammar, repr(sorted(_OPTIONS.items())), lark.__version__, sys.version))
+    path = cache_dir() / "parser" / f"{hashlib.sha256(facts.encode()).hexdigest()}.lark"
+    try:
+        with open(path, "rb") as f:
+            return Lark.load(f)
+    except Exception:  # missing, or not a parser lark can load (a stale or damaged file)
+        pass
+    parser = Lark(grammar, **_OPTIONS)
+    tables = io.BytesIO()
+    parser.save(tables)
+    try:
+        write_atomic(path, tables.getvalue())
+    except OSError:
+        pass  # an unwritable cache: the next process builds the tables again
+    return parser
 
 
 def parse(

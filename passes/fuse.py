@@ -17,6 +17,8 @@ fused and the bytes saved, or refused, by which rule (see RULES), and what it wo
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 from dataclasses import dataclass
 
@@ -199,25 +201,118 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
     renumber(node.body.ops)
     set_node_deps(node)
     block.insert_before(a, node)
+    a.erase()  # first, so that the uses they and their bodies hold need no rewriting
+    b.erase()
     for old, new in zip(kept, node.results):
         old.replace_all_uses_with(new)
-    a.erase()
-    b.erase()
     return node
 
 
-def toposort(block: Block) -> None:
-    """Reorder a graph's ops so every value is defined before use, keeping the order otherwise."""
-    *ops, terminator = block.ops
-    producer = {v: op for op in ops for v in op.results}
-    needs = {op: {producer[v] for v in reads(op) if v in producer} for op in ops}
+def toposort(block: Block, start: int, stop: int) -> None:
+    """Reorder `block.ops[start:stop]` so every value is defined before use, keeping the order
+    otherwise (each time, the first op whose inputs are ready), when the ops outside the range
+    are in order and read nothing it defines out of order. After a fusion the range from the
+    fused node to where its later part was is all that can be out of order."""
+    window = block.ops[start:stop]
+    index = {op: i for i, op in enumerate(window)}
+    waiting = [0] * len(window)
+    users: list[list[int]] = [[] for _ in window]
+    for i, op in enumerate(window):
+        for j in {index[v.owner] for v in reads(op) if v.owner in index}:
+            waiting[i] += 1
+            users[j].append(i)
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    heapq.heapify(ready)
     order: list[Operation] = []
-    done: set[Operation] = set()
-    while len(order) < len(ops):
-        op = next(o for o in ops if o not in done and needs[o] <= done)
-        order.append(op)
-        done.add(op)
-    block.reorder([*order, terminator])
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(window[i])
+        for j in users[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                heapq.heappush(ready, j)
+    assert len(order) == len(window), "a cycle among scheduled nodes"
+    block.reorder(order, start)
+
+
+class FusionSearch:
+    """The greedy order (best score, then the closest, then the earliest) without weighing every
+    pair after each fusion. Only nodes that share a buffer can save traffic, so the candidates
+    are those pairs, in a heap by score. A pair's score does not change while both nodes live
+    (another fusion renames the buffers they share, not their sizes, and leaves who else reads
+    them), and a pair that may not fuse never may again (a path through a third node only grows;
+    the other rules look at the two nodes alone): so the top-score pairs are taken out, ordered
+    by their distance now, weighed in turn, and the rest put back. `remarks` hears of each pair
+    weighed and refused."""
+
+    def __init__(self, graph: Operation, max_parts: int, remarks: Remarks | None = None):
+        self.block = graph.body
+        self.max_parts = max_parts
+        self.remarks = remarks
+        self.heap: list[tuple[int, int, Node, Node]] = []
+        self.count = itertools.count()
+        self.read_sets: dict[Operation, set[Value]] = {}
+        self.position: dict[Operation, int] = {}
+        self.renumber(0)
+        for node in self.block.ops:
+            if isinstance(node, Node):
+                self.add(node)
+
+    def renumber(self, start: int) -> None:
+        for i in range(start, len(self.block.ops)):
+            self.position[self.block.ops[i]] = i
+
+    def add(self, node: Node) -> None:
+        """Make `node` a candidate with every earlier candidate it shares a buffer with."""
+        partners = {
+            op
+            for v in {*reads(node), *node.results}
+            for op in (*readers(v, self.block), v.owner)
+            if op in self.read_sets
+        }
+        for op in (node, *partners):  # the partners reading `node` read its new results
+            self.read_sets[op] = set(reads(op))
+        for other in partners:
+            a, b = sorted((other, node), key=self.position.__getitem__)
+            gain = score(a, b, self.block, self.read_sets)
+            if gain > 0:
+                heapq.heappush(self.heap, (-gain, next(self.count), a, b))
+
+    def best(self) -> tuple[Node, Node, Join, int] | None:
+        """The legal pair with the highest score (ties: the closest, then the earliest), and its
+        score."""
+        while self.heap:
+            top = self.heap[0][0]
+            tied = []
+            while self.heap and self.heap[0][0] == top:
+                entry = heapq.heappop(self.heap)
+                if entry[2].parent is self.block and entry[3].parent is self.block:
+                    tied.append(entry)
+            tied.sort(key=self.closest_first)
+            for k, (_, _, x, y) in enumerate(tied):
+                a, b = sorted((x, y), key=self.position.__getitem__)
+                found = legal_fusion(a, b, self.block, self.position, self.max_parts)
+                if isinstance(found, Join):
+                    for entry in tied[k + 1 :]:
+                        heapq.heappush(self.heap, entry)
+                    return a, b, found, -top
+                if self.remarks is not None:
+                    self.remarks.refused(a, b, -top, found)
+        return None
+
+    def closest_first(self, entry: tuple[int, int, Node, Node]) -> tuple[int, int]:
+        first, second = sorted((self.position[entry[2]], self.position[entry[3]]))
+        return second - first, first
+
+    def fuse(self, a: Node, b: Node, shared: Join) -> Node:
+        start, stop = self.position[a], self.position[b]
+        node = fuse_pair(a, b, shared, self.block)
+        for gone in (a, b):
+            del self.read_sets[gone], self.position[gone]
+        toposort(self.block, start, stop)
+        self.renumber(start)
+        self.add(node)
+        return node
 
 
 def best_fusion(
@@ -225,32 +320,17 @@ def best_fusion(
 ) -> tuple[Node, Node, Join, int] | None:
     """The legal pair with the highest score (ties: the closest, then the earliest), and its
     score. Pairs that share no buffer are not weighed; `remarks` hears of each refusal."""
-    block = graph.body
-    position = {op: i for i, op in enumerate(block.ops)}
-    nodes = [op for op in block.ops if isinstance(op, Node)]
-    read_sets = {op: set(reads(op)) for op in nodes}
-    best, best_key = None, None
-    for i, a in enumerate(nodes):
-        for b in nodes[i + 1 :]:
-            key = (score(a, b, block, read_sets), position[a] - position[b])
-            if key[0] <= 0 or (best_key is not None and key <= best_key):
-                continue
-            found = legal_fusion(a, b, block, position, max_parts)
-            if isinstance(found, Join):
-                best, best_key = (a, b, found, key[0]), key
-            elif remarks is not None:
-                remarks.refused(a, b, key[0], found)
-    return best
+    return FusionSearch(graph, max_parts, remarks).best()
 
 
 def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
     remarks = Remarks(graph.symbol) if Remarks.wanted() else None
-    while (found := best_fusion(graph, max_parts, remarks)) is not None:
+    search = FusionSearch(graph, max_parts, remarks)
+    while (found := search.best()) is not None:
         a, b, shared, saved = found
-        node = fuse_pair(a, b, shared, graph.body)
+        node = search.fuse(a, b, shared)
         if remarks is not None:
             remarks.fused(a, b, saved, node)
-        toposort(graph.body)
 
 
 @dataclass(frozen=True)

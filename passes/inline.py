@@ -57,8 +57,7 @@ def inline_graph(graph: Operation) -> None:
                 )
         if isinstance(op, Pointwise):
             _inline_node(op)
-    for op in reversed(dropped):  # consumers before their producers
-        op.erase()
+    graph.body.erase_ops(dropped)
 
 
 def _inline_node(node: Pointwise) -> None:
@@ -69,8 +68,7 @@ def _inline_node(node: Pointwise) -> None:
         value.name = str(i)
     old = node.regions[0].block
     node.regions[0].block = body.block
-    for op in reversed(old.ops):
-        op.erase()
+    old.erase_ops(old.ops)
     if node.origins is not None or body.origins:
         node.origins = sorted(set(node.origins or []) | body.origins)
 

@@ -11,7 +11,7 @@ values replaced by loops values), and builds nodes whose bodies a `BodyBuilder` 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, Reduction, Vi
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.ir import dtypes as dt
-from mind.ir.attributes import format_attr
+from mind.ir.attributes import attr_key
 from mind.ir.constraints import TENSOR
 from mind.ir.core import Block, Operation, Region, Value, fresh_name, iter_values, map_values
 from mind.ir.diagnostics import located
@@ -43,11 +43,11 @@ class BodyBuilder:
     def __init__(self, block: Block, dedupe: bool = False):
         self.block = block
         self.count = 0
-        self.seen: dict[str, Value] | None = {} if dedupe else None
+        self.seen: dict[Hashable, Value] | None = {} if dedupe else None
 
     def append(self, op: Operation) -> Value | None:
         if self.seen is not None and op.results:
-            key = format_attr([op.name, op.args, dict(op.attrs), str(op.result.type)], _vid)
+            key = (op.name, attr_key(op.args), attr_key(dict(op.attrs)), op.result.type)
             if key in self.seen:
                 op.erase()
                 return self.seen[key]
@@ -118,10 +118,6 @@ class BodyBuilder:
     def check_index(self, index: Value, bound: Value) -> Value:
         """`index`, asserted to lie in [0, bound) (both i64)."""
         return self.emit("check_index", dt.i64, index=index, bound=bound)
-
-
-def _vid(value: Value) -> str:
-    return f"v{id(value)}"
 
 
 BodyFn = Callable[..., Value]

@@ -3,7 +3,9 @@ runs passes with verification, IR dumps, timing and automatic stage conversions.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import logging
 import re
 import sys
@@ -238,6 +240,22 @@ def resolve_pipeline(passes: list[Pass], stage: str | None) -> list[Pass]:
     return resolved
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic GC off for the duration. Passes allocate much and keep it (the IR), so
+    the collector would run full collections, each a walk over the whole heap (torch, Dynamo and
+    sympy's caches hold millions of objects): a third of a pipeline's time. Afterwards the
+    young collections free what the pipeline dropped; only survivors age into full ones."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 @dataclass
 class PassManager:
     passes: list[Pass]
@@ -251,6 +269,10 @@ class PassManager:
     current: Pass | None = None  # the pass running (or verifying) now, for internal errors
 
     def run(self, module: Module) -> Module:
+        with gc_paused():
+            return self._run(module)
+
+    def _run(self, module: Module) -> Module:
         for p in self.passes:
             if self.print_before_all:
                 self.out.write(f"// *** IR Dump Before {p} ***\n{module}\n")

@@ -21,24 +21,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sys
-import tempfile
 from functools import cache
 from pathlib import Path
 
 import torch
 import triton
+from mind.ir.files import cache_dir, write_atomic
 from mind.ir.logs import channel
 
 log = channel("cache")
 _KEY = re.compile(r"[0-9a-f]{64}$")
-
-
-def cache_dir() -> Path:
-    """`$MIND_CACHE_DIR`, or `~/.cache/mind`."""
-    return Path(os.environ.get("MIND_CACHE_DIR") or Path.home() / ".cache" / "mind")
 
 
 def device_key(interpret: bool) -> str:
@@ -99,21 +93,6 @@ def module_path(key: str) -> Path:
     return cache_dir() / key[:2] / f"{key}.py"
 
 
-def _write(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:16]}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
@@ -130,7 +109,7 @@ def cached_file(source: str, key: str) -> Path | None:
         log.debug("module %s: hit", path)
         return path
     try:
-        _write(path, source)
+        write_atomic(path, source, durable=True)
     except OSError as exc:
         log.info("module %s: cannot write (%s), loading from memory", path, exc.strerror)
         return None
@@ -156,7 +135,8 @@ def cached_graph(key: str, interpret: bool) -> str | None:
 def remember_graph(key: str, source: str, interpret: bool) -> None:
     """Record that graph `key` compiles to `source` (whose module file the loader wrote)."""
     try:
-        _write(cache_dir() / "graphs" / key[:2] / key, source_key(source, interpret) + "\n")
+        entry = cache_dir() / "graphs" / key[:2] / key
+        write_atomic(entry, source_key(source, interpret) + "\n", durable=True)
     except OSError as exc:  # an unwritable cache: the next process compiles again
         log.info("graph %s: cannot remember (%s)", key[:16], exc.strerror)
 
@@ -181,6 +161,7 @@ def remember_tuning(key: str, interpret: bool, record: dict) -> None:
     """Store `record` (with `key` in it) for `key` on this device; an unwritable cache is no
     error: the next process tunes again."""
     try:
-        _write(_tuning_path(key, interpret), json.dumps({**record, "key": key}, indent=1) + "\n")
+        text = json.dumps({**record, "key": key}, indent=1) + "\n"
+        write_atomic(_tuning_path(key, interpret), text, durable=True)
     except OSError as exc:
         log.info("tuning %s: cannot remember (%s)", key[:16], exc.strerror)

@@ -75,14 +75,24 @@ def origin_location(origin: str, kernel: str | None) -> Location | None:
 
 
 class GeneratedSource:
-    """A generated module's file, parsed once: its kernels' sources and where each one is bound
-    and launched, to name the kernel behind a failure."""
+    """A generated module's file, parsed once a failure needs it (a large graph's module takes
+    longer to parse than to load): its kernels' sources and where each one is bound and
+    launched, to name the kernel behind a failure."""
 
     def __init__(self, source: str, path: str, origin: str):
-        self.path, self.origin = path, origin
-        tree = ast.parse(source, path)
-        self.kernels = kernel_sources(tree, source.splitlines())
-        self.launches = launch_lines(tree, set(self.kernels))
+        self.source, self.path, self.origin = source, path, origin
+
+    @functools.cached_property
+    def _tree(self) -> ast.Module:
+        return ast.parse(self.source, self.path)
+
+    @functools.cached_property
+    def kernels(self) -> dict[str, str]:
+        return kernel_sources(self._tree, self.source.splitlines())
+
+    @functools.cached_property
+    def launches(self) -> dict[int, str]:
+        return launch_lines(self._tree, set(self.kernels))
 
     def error(self, exc: BaseException, kernel: str | None = None) -> KernelError | None:
         """`exc` as a KernelError naming its kernel (`kernel`, or the one whose line in the

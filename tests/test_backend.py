@@ -72,6 +72,25 @@ def test_failing_pass_warns_once_at_the_callers_line_and_runs_eagerly(monkeypatc
     assert list(path.parent.iterdir()) == [path]
 
 
+def test_reproducer_of_a_pass_failing_midway_is_the_ir_before_it(monkeypatch):
+    from mind.parser import parse
+    from mind.passes import fuse, run_pipeline
+
+    def broken(graph, max_parts=64):
+        graph.body.ops[0].erase()  # leaves the IR broken, as a pass failing halfway may
+        raise RuntimeError("fuse broke")
+
+    aten = mind.capture(seed, *seed_inputs(), stage="aten")
+    monkeypatch.setattr(fuse, "fuse_graph", broken)
+    out, warned = run(seed, *seed_inputs())
+    assert len(warned) == 1 and "fuse broke" in warned[0]
+    path = reproducer(warned[0])
+    expected = run_pipeline(aten, "lower,realize,inline,schedule")
+    expected.ops[0].symbol = path.name.split(".")[0]
+    assert path.suffix == ".scheduled" and path.read_text() == str(expected)
+    assert str(parse(path.read_text())) == path.read_text()
+
+
 def test_kernel_failing_at_first_call_warns_once_and_runs_eagerly(monkeypatch):
     monkeypatch.setattr(backend, "generate", lambda *args: BROKEN_SOURCE)
     inputs = seed_inputs()

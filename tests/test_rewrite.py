@@ -64,6 +64,27 @@ def test_replace_all_uses_and_erase():
     assert a.users  # the load still reads %a
 
 
+def test_erase_ops_erases_many_at_once():
+    graph, node, output, (mask, load, neg, yield_) = parts()
+    a, m = graph.body.args
+    yield_.value = load.result
+    load.del_attr("mask")
+    node.body.erase_ops([neg, mask])
+    assert node.body.ops == [load, yield_] and neg.parent is None and mask.parent is None
+    assert not m.users and list(load.result.users) == [yield_] and list(a.users) == [load]
+    graph.body.erase_ops([output, node])  # a region's ops go with their op
+    assert graph.body.ops == [] and not a.users
+
+
+def test_replace_uses_renames_in_place():
+    graph, node, output, _ = parts()
+    x, y = node.result, Value("y", node.result.type)
+    output.set_attr("strides", [[1], x])
+    x.replace_all_uses_with(y)
+    assert output.args == (y, y) and output.attrs["strides"] == [[1], y]
+    assert output.operands == (y, y, y) and not x.users and list(y.users) == [output]
+
+
 def test_clone_maps_operands_results_and_regions():
     graph, node, output, _ = parts()
     a, m = graph.body.args

@@ -8,24 +8,27 @@ and against eager PyTorch for captured programs.
 
 from __future__ import annotations
 
+import functools
+import sys
 from pathlib import Path
 
 import pytest
 import sympy
 import torch
 import torch.nn.functional as F
-from mind.analysis.deps import merge_dims, normalize_dep
-from mind.analysis.iteration import join, refine
+from mind.analysis.deps import merge_dims, normalize_dep, reads
+from mind.analysis.iteration import Join, join, refine
+from mind.dialects.scheduled import Node
 from mind.dialects.torch_types import to_torch
 from mind.interpreters.loops import evaluate
 from mind.interpreters.scheduled import evaluate as run_scheduled
-from mind.ir.core import Operation
+from mind.ir.core import Module, Operation
 from mind.ir.printer import print_module
 from mind.ir.symbols import sym
 from mind.ir.types import TensorType
 from mind.parser import parse
 from mind.passes import run_pipeline
-from mind.passes.fuse import best_fusion
+from mind.passes.fuse import best_fusion, fuse_pair, legal_fusion, score, toposort
 from mind.tools.split import split_input
 
 LIT = Path(__file__).resolve().parent.parent / "lit_tests"
@@ -160,3 +163,56 @@ def test_greedy_picks_the_most_bytes_first():
     assert (a.symbol, b.symbol) == ("op1", "op2")  # buf1 dies with it: more bytes than op0+op1
     module = run_pipeline(module, "fuse{max-fusion-size=1}")
     assert "_op" not in print_module(module)
+
+
+def rescanning_fuse(graph: Operation, max_parts: int = 64) -> None:
+    """The greedy order spelled out: after each fusion, every pair again (best score, then the
+    closest, then the earliest), and the whole graph re-sorted. `fuse` must agree with it."""
+    block = graph.body
+    while True:
+        position = {op: i for i, op in enumerate(block.ops)}
+        nodes = [op for op in block.ops if isinstance(op, Node)]
+        read_sets = {op: set(reads(op)) for op in nodes}
+        best, best_key = None, None
+        for i, a in enumerate(nodes):
+            for b in nodes[i + 1 :]:
+                key = (score(a, b, block, read_sets), position[a] - position[b])
+                if key[0] <= 0 or (best_key is not None and key <= best_key):
+                    continue
+                shared = legal_fusion(a, b, block, position, max_parts)
+                if isinstance(shared, Join):
+                    best, best_key = (a, b, shared), key
+        if best is None:
+            return
+        fuse_pair(*best, block)
+        toposort(block, 0, len(block.ops) - 1)
+
+
+@functools.cache
+def transformer_graphs() -> list[str]:
+    """The scheduled graphs of a 2-layer transformer, inference and a training step."""
+    sys.path.insert(0, str(LIT.parent))  # `benchmarks` is a plain folder at the repository root
+    import mind
+    from benchmarks.compile_phases import transformer
+
+    texts = []
+    for train in (False, True):
+        torch.manual_seed(0)
+        model = transformer(2, 16, 2, "softmax").train(train)
+        x = torch.randn(2, 8, 16, requires_grad=train)
+        with torch.set_grad_enabled(train):
+            module = mind.capture(model, x, stage="aten")
+        module = run_pipeline(module, "lower,realize,inline,schedule")
+        texts += [str(Module([graph])) for graph in module.ops]
+    return texts
+
+
+@pytest.mark.parametrize("max_parts", [64, 3])
+def test_fuse_takes_the_pairs_in_the_greedy_order(max_parts):
+    chunks = [t for name in INPUTS[1:3] for t, _ in split_input((LIT / name).read_text())]
+    scheduled = [print_module(run_pipeline(parse(t), "realize,inline,schedule")) for t in chunks]
+    for text in scheduled + transformer_graphs():
+        expected, got = parse(text), parse(text)
+        for graph in expected.ops:
+            rescanning_fuse(graph, max_parts)
+        assert str(run_pipeline(got, f"fuse{{max-fusion-size={max_parts}}}")) == str(expected)
