@@ -1,8 +1,9 @@
 """schedule: loops -> scheduled. Each realized node becomes a scheduler node (Inductor's
 SchedulerNode) whose body ends in an explicit `scheduled.reduction` and `scheduled.store`, with
 its iteration sizes `([x], [r])` and MemoryDeps; extern and fallback calls become
-`scheduled.extern`; collectives stay themselves (`scheduled.all_reduce`). Size-1 loops are dropped (their variable is 0), as Inductor's loop
-simplification does, so that nodes over `[4, 1]` and `[4]` iterate alike.
+`scheduled.extern`; collectives stay themselves (`scheduled.all_reduce`). Size-1 loops are
+dropped (their variable is 0), as Inductor's loop simplification does, so that nodes over
+`[4, 1]` and `[4]` iterate alike.
 """
 
 from __future__ import annotations

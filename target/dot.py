@@ -1,8 +1,8 @@
 """A scheduled graph as a Graphviz picture (DOT text): kernels as boxes, extern calls as grey
-boxes, collectives (starts and waits) as orange boxes, graph inputs and the output as ellipses, each buffer an edge from its writer to each
-reader, labelled with its name and size. Given the graph again after fusion, each fused kernel
-is a box (a cluster) around the nodes it joined, and a buffer that fusion did away with is a
-dashed edge.
+boxes, collectives (starts and waits) as orange boxes, graph inputs and the output as ellipses,
+each buffer an edge from its writer to each reader, labelled with its name and size. Given the
+graph again after fusion, each fused kernel is a box (a cluster) around the nodes it joined, and
+a buffer that fusion did away with is a dashed edge.
 
 Fused kernels are told by their symbols: fuse names the kernel that joins `@op0` and `@op1`
 `@op0_op1`. Writing DOT text needs no library; `render` turns it into SVG or PNG with the
