@@ -124,7 +124,9 @@ class Ranks:
     def close(self) -> None:
         """Stop the ranks: each ends once its task is done, or is stopped (printing where it
         was)."""
-        for tasks in self.tasks if self.processes else ():
+        if not self.processes:
+            return
+        for tasks in self.tasks:
             tasks.put(None)
         for process in self.processes:
             process.join(timeout=GRACE_S)
@@ -134,4 +136,6 @@ class Ranks:
             if process.is_alive():
                 process.kill()
                 process.join()
+        for channel in (*self.tasks, self.results):
+            channel.close()
         self.processes = []
