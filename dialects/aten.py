@@ -38,6 +38,14 @@ from mind.ir.opdef import ArgField, Field, OpDecl, OpDef, ResultField, VarResult
 from mind.ir.registry import Dialect, VerifyError, lookup_op, register_dialect
 from mind.ir.types import TensorType, contiguous_strides
 
+from .collectives import (
+    KINDS,
+    NAMESPACE,
+    add_collective_ops,
+    call_args,
+    is_collective,
+    torch_target,
+)
 from .common import Call, ConstantTensor, add_graph_ops
 from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
 from .torch_types import from_torch, to_torch, to_torch_device
@@ -161,6 +169,7 @@ add_graph_ops(ATEN, summary="A forward or backward graph; its arguments are the 
 ATEN.add("call", Call, symbol=True, open_attrs=True,
          summary="A callable outside the aten namespace (SymInt arithmetic, prims)")  # fmt: skip
 ATEN.add("constant", ConstantTensor, symbol=True)
+add_collective_ops(ATEN)
 
 
 def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
@@ -196,8 +205,11 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
 def _import_call(node: torch.fx.Node, values: dict) -> Operation:
     val = node.meta.get("val")
     examples = list(val) if isinstance(val, tuple | list) else [val]
-    args, kwargs = to_attr(node.args, values), to_attr(dict(node.kwargs), values)
     target = node.target
+    kind = collective_kind(target)
+    if kind is not None:
+        return _import_collective(kind, node, values, examples)
+    args, kwargs = to_attr(node.args, values), to_attr(dict(node.kwargs), values)
     opdef = None
     if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
         opdef = lookup_op(op_name(target))
@@ -208,6 +220,34 @@ def _import_call(node: torch.fx.Node, values: dict) -> Operation:
     if opdef is not None:
         return Operation(opdef.name, list(args), kwargs, types, names)
     return Operation("aten.call", list(args), kwargs, types, names, symbol=qualified_name(target))
+
+
+def collective_kind(target: object) -> str | None:
+    """`all_reduce` for `torch.ops._c10d_functional.all_reduce.default`; None for a target that
+    is no collective (dialects/collectives.py)."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != NAMESPACE:
+        return None
+    kind = target._schema.name.split("::", 1)[1]
+    return kind if kind in KINDS and target._overloadname == "default" else None
+
+
+def _import_collective(kind: str, node: torch.fx.Node, values: dict, examples: list) -> Operation:
+    """`aten.<kind>`: the schema's first argument (a tensor or a list of them) as the op's
+    arguments, the others as attributes by name."""
+    first, *rest = node.target._schema.arguments
+    given = dict(zip((a.name for a in node.target._schema.arguments), node.args)) | node.kwargs
+    tensors = to_attr(given[first.name], values)
+    attrs = {a.name: to_attr(given[a.name], values) for a in rest}
+    names = [node.name] if not isinstance(node.meta.get("val"), list) else None
+    names = names or _getitem_names(node, len(examples))
+    args = tensors if isinstance(tensors, list) else [tensors]
+    return Operation(f"aten.{kind}", args, attrs, [type_of(e) for e in examples], names)
+
+
+def collective_call(op: Operation) -> tuple[torch._ops.OpOverload, list, dict]:
+    """The torch op a collective of any dialect runs, its arguments and keyword arguments (as
+    attribute values): a start's inputs as one list when it takes several."""
+    return resolve(f"torch.ops.{torch_target(op.kind)}"), call_args(op), dict(op.attrs)
 
 
 def _getitem_names(node: torch.fx.Node, count: int) -> list[str]:
@@ -237,15 +277,21 @@ def _export_op(op: Operation, graph: torch.fx.Graph, root: torch.nn.Module, node
         root.register_buffer(op.symbol, _constant(op))
         nodes[op.result] = graph.get_attr(op.symbol)
         return
-    target = resolve(op.symbol) if op.name == "aten.call" else overload(op.name)
+    target, args, kwargs = _target_of(op)
     if target is None or not callable(target):
         raise MindError(f"'{op.name}' cannot be executed", op.loc)
-    node = graph.call_function(
-        target, tuple(from_attr(op.args, nodes)), from_attr(dict(op.attrs), nodes)
-    )
+    node = graph.call_function(target, tuple(from_attr(args, nodes)), from_attr(kwargs, nodes))
     if op.results:
         node.name = op.results[0].name + ("_tuple" if len(op.results) > 1 else "")
         _bind_results(graph, op, node, nodes)
+
+
+def _target_of(op: Operation) -> tuple[Any, list, dict]:
+    """What an aten op calls, with its arguments and keyword arguments (attribute values)."""
+    if is_collective(op):
+        return collective_call(op)
+    target = resolve(op.symbol) if op.name == "aten.call" else overload(op.name)
+    return target, list(op.args), dict(op.attrs)
 
 
 def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nodes: dict) -> None:

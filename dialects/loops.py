@@ -27,6 +27,7 @@ from mind.ir.core import Operation
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
+from .collectives import add_collective_ops
 from .common import Call, Output, add_graph_ops, add_memory_ops, is_buffer  # noqa: F401
 from .reductions import REDUCTIONS, SINGLE_KINDS
 from .scalar_ops import register_scalar_ops
@@ -209,4 +210,5 @@ LOOPS.add(
     summary="An ATen op without a lowering, run by ATen",
 )
 add_memory_ops(LOOPS)
+add_collective_ops(LOOPS)
 register_body_ops(LOOPS)

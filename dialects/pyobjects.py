@@ -35,6 +35,27 @@ _TORCH_CONSTANTS = {
 }
 #: objects built from arguments in IR text, `@builtins.slice(none, 2, none)`
 _CONSTRUCTORS = {"builtins.slice": slice}
+#: DTensor placements (arguments of `redistribute`, `from_local`, `to_local`), by class name:
+#: the fields that build one again, `@torch.distributed.tensor.Shard(0)`
+_PLACEMENTS = {"Shard": ("dim",), "Replicate": (), "Partial": ("reduce_op",)}
+_PLACEMENT_MODULE = "torch.distributed.tensor"
+
+
+def _placement(arg: Any) -> PyCall | None:
+    """A DTensor placement as the call that makes it, or None for anything else."""
+    cls = type(arg)
+    fields = _PLACEMENTS.get(cls.__name__)
+    if fields is None or not cls.__module__.startswith(_PLACEMENT_MODULE):
+        return None
+    return PyCall(f"{_PLACEMENT_MODULE}.{cls.__name__}", tuple(getattr(arg, f) for f in fields))
+
+
+def _constructor(path: str) -> Any:
+    """What builds the object `@path(...)` names, or None where no such call is allowed."""
+    module, _, name = path.rpartition(".")
+    if module == _PLACEMENT_MODULE and name in _PLACEMENTS:
+        return getattr(importlib.import_module(module), name)
+    return _CONSTRUCTORS.get(path)
 
 
 def qualified_name(target: Any) -> str:
@@ -138,6 +159,9 @@ def to_attr(arg: Any, values: dict[torch.fx.Node, Value]) -> Any:
         return {k: to_attr(v, values) for k, v in arg.items()}
     if isinstance(arg, slice):
         return PyCall("builtins.slice", to_attr((arg.start, arg.stop, arg.step), values))
+    placement = _placement(arg)
+    if placement is not None:
+        return placement
     if isinstance(arg, bool | int | float | str) or arg is None:
         return arg
     if isinstance(arg, torch.dtype):
@@ -157,8 +181,8 @@ def to_attr(arg: Any, values: dict[torch.fx.Node, Value]) -> Any:
 
 def from_attr(attr: Any, nodes: dict[Value, torch.fx.Node]) -> Any:
     """The inverse of to_attr: IR values become fx nodes, `@refs` resolve, sympy becomes ints."""
-    if isinstance(attr, PyCall) and attr.path in _CONSTRUCTORS:
-        return _CONSTRUCTORS[attr.path](*(from_attr(a, nodes) for a in attr.args))
+    if isinstance(attr, PyCall) and _constructor(attr.path) is not None:
+        return _constructor(attr.path)(*(from_attr(a, nodes) for a in attr.args))
     if isinstance(attr, PyRef):
         return resolve(attr.path)
     if isinstance(attr, DType):

@@ -25,6 +25,7 @@ from mind.ir.core import Operation
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
+from .collectives import add_collective_ops
 from .common import Call, add_graph_ops, add_memory_ops
 from .loops import ORIGINS, TEMPLATES, Load, register_body_ops
 from .reductions import KINDS, REDUCTIONS
@@ -138,6 +139,7 @@ SCHEDULED.add(
     "extern", Extern, symbol=True, own_results=True, open_attrs=True, verify=_verify_writes
 )
 add_memory_ops(SCHEDULED, "A buffer's memory with other sizes, strides and offset (no kernel)")
+add_collective_ops(SCHEDULED)
 register_body_ops(SCHEDULED)
 SCHEDULED.add("reduction", Reduction, verify=_verify_reduction)
 SCHEDULED.add("store", Store)

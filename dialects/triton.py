@@ -36,6 +36,7 @@ from mind.ir.registry import Dialect, VerifyError, register_dialect
 from mind.ir.symbols import sym
 from mind.ir.types import OpaqueType, ScalarType, TensorType, Type
 
+from .collectives import add_collective_ops
 from .common import Call, add_graph_ops, add_memory_ops
 from .loops import ORIGINS
 from .reductions import INDEX_KINDS, REDUCE_KINDS
@@ -418,3 +419,4 @@ TRITON.add("reuse", Reuse)
 TRITON.add("launch", Launch, symbol=True, verify=_verify_launch)
 TRITON.add("extern", Call, symbol=True, open_attrs=True)
 add_memory_ops(TRITON, "torch.as_strided(buffer, sizes, strides, its offset + offset): an alias")
+add_collective_ops(TRITON)

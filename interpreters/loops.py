@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 
 import sympy
 import torch
-from mind.dialects.aten import overload
+from mind.dialects.aten import collective_call, overload
+from mind.dialects.collectives import KINDS
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
 from mind.dialects.loops import Cast, CheckIndex, Constant, Index, Load, Reduction, View, Yield
 from mind.dialects.pyobjects import from_attr
@@ -310,6 +311,13 @@ def _aten_call(op: Call, env: Env) -> list[Any]:
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
+def _collective(op: Operation, env: Env) -> list[Any]:
+    """A start or a wait, run by torch's functional collectives (a process group must exist)."""
+    target, args, kwargs = collective_call(op)
+    out = target(*from_attr(args, env), **from_attr(kwargs, env))
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
 def _reinterpret(op: Reinterpret, env: Env) -> list[torch.Tensor]:
     src, t = env[op.buffer], op.result.type
     sizes, strides = static_sizes(t, op), [int(s) for s in t.strides]
@@ -322,12 +330,14 @@ def _constant_tensor(op: ConstantTensor, env: Env) -> list[torch.Tensor]:
 
 
 NodeFn = Callable[[Operation, Env], list[Any]]
-#: what runs the same in the loops and scheduled dialects: calls, constants, reinterprets
+#: what runs the same in the loops and scheduled dialects: calls, constants, reinterprets,
+#: collectives
 MEMORY_OPS: dict[str, NodeFn] = {
     "extern": _aten_call,
     "fallback": _aten_call,
     "constant_tensor": _constant_tensor,
     "reinterpret": _reinterpret,
+    **dict.fromkeys(KINDS, _collective),
 }
 #: node kind -> its result tensors (before realized results are laid out)
 NODES: dict[str, NodeFn] = {

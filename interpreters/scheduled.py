@@ -3,8 +3,8 @@ ground truth that schedule, fuse, merge-loops and online-softmax are checked aga
 
 A node's body runs over its whole iteration at once, its loop variables broadcastable aranges
 (as the loops interpreter runs a body): `reduction` reduces the r dims, leaving one value per x
-position, and `store` scatters into the node's buffers at their flat offsets. Calls, constants
-and reinterprets run as in the loops interpreter.
+position, and `store` scatters into the node's buffers at their flat offsets. Calls, constants,
+reinterprets and collectives run as in the loops interpreter.
 """
 
 from __future__ import annotations

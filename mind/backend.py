@@ -25,6 +25,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 
 from mind import runtime, tuning
 from mind.dialects import aten, fx
+from mind.dialects.collectives import is_collective
 from mind.dump import GraphDump
 from mind.fallback import DYNAMO_CONTROL_FLOW
 from mind.frontend import dynamo_guards
@@ -212,6 +213,7 @@ def _static_type(t: TensorType) -> bool:
 
 
 #: op tags that make a recording wrong: a host sync, or an output shape that depends on data
+#: (collectives are not recorded either)
 _UNRECORDABLE_TAGS = ("data_dependent_output", "dynamic_output_shape", "cudagraph_unsafe")
 
 
@@ -223,6 +225,8 @@ def _unrecordable(graph: Operation) -> str | None:
             device = getattr(value.type, "device", None)
             if device is not None and device.type != "cuda":
                 return f"'%{value.name}' is on {device}"
+        if is_collective(op):
+            return f"'{op.name}' is a collective"
         target = aten.overload(op.name) if op.name.startswith("aten.") else None
         if target is not None and tags & set(target.tags):
             return f"'{op.name}' syncs with the host or has a data-dependent shape"

@@ -14,7 +14,8 @@ from typing import Any
 
 #: the passes from aten IR to triton IR
 PIPELINE = (
-    "lower,mm-templates,realize,inline,schedule,fuse,merge-loops,online-softmax,welford,to-triton"
+    "lower,mm-templates,realize,inline,schedule,fuse,merge-loops,online-softmax,welford,"
+    "reorder-collectives,to-triton"
 )
 
 

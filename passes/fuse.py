@@ -132,7 +132,10 @@ def legal_fusion(a: Node, b: Node, block: Block, position, max_parts: int) -> Jo
 
 
 def _name(op: Operation) -> str:
-    return f"@{op.symbol}" if op.symbol else f"%{op.results[0].name}" if op.results else op.name
+    """`@op3`, or `all_reduce %buf1` for an op without a symbol."""
+    if op.symbol:
+        return f"@{op.symbol}"
+    return f"{op.kind} %{op.results[0].name}" if op.results else op.name
 
 
 class Remarks:

@@ -17,6 +17,7 @@ from typing import Any
 
 import sympy
 from mind.analysis.loops import Index, broadcast_index, flat_offset, pvars
+from mind.dialects.collectives import is_collective
 from mind.dialects.common import Graph
 from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, Reduction, View, Yield, is_buffer
 from mind.dialects.reductions import REDUCTIONS
@@ -272,6 +273,9 @@ def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
 
     if op.results and all(isinstance(r.type, SymType) for r in op.results) and not _defines(op):
         env.update({r: r.type.expr for r in op.results})  # SymInt arithmetic: its expression
+        return
+    if is_collective(op):  # itself, on buffers (realize makes its inputs ones)
+        ctx.node(op.clone(env, f"loops.{op.kind}"))
         return
     args, kwargs = (map_values(x, lambda v: env[v]) for x in (op.args, dict(op.attrs)))
     ctx.op, ctx.outs, ctx.origin = op, [r.type for r in op.results], short_name(op)

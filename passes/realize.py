@@ -27,6 +27,7 @@ from mind.analysis.loops import (
     strides_of,
 )
 from mind.analysis.views import view_layout
+from mind.dialects.collectives import Start, WaitTensor
 from mind.dialects.common import Reinterpret
 from mind.dialects.loops import (
     Load,
@@ -45,12 +46,13 @@ from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
 from .manager import GraphPass, option
 
-#: ops whose tensor arguments must be buffers, laid out as they say
-NEEDS_BUFFERS = (LoopsCall, LoopsOutput)
+#: ops whose tensor arguments (all their positional arguments hold) must be buffers, laid out as
+#: they say: calls, outputs, collectives (contiguous)
+NEEDS_BUFFERS = (LoopsCall, LoopsOutput, Start)
 #: ops whose tensor arguments must be realized (a reinterpret aliases its argument's memory)
 NEEDS_MEMORY = (*NEEDS_BUFFERS, Reinterpret)
-#: ops whose tensor results are named bufN (nodes computed from a body, and calls)
-NAMED_BUFFERS = (Pointwise, LoopsCall)
+#: ops whose tensor results are named bufN (nodes computed from a body, calls, collectives)
+NAMED_BUFFERS = (Pointwise, LoopsCall, Start, WaitTensor)
 
 
 @dataclass(frozen=True)
@@ -104,11 +106,14 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
 Strides = tuple[IntLike, ...]
 
 
-def required_strides(op: LoopsCall | LoopsOutput) -> list[Strides | None]:
-    """One entry per value among `op.values` (in `iter_values` order): the strides it must have,
+def required_strides(op: LoopsCall | LoopsOutput | Start) -> list[Strides | None]:
+    """One entry per value among `op.args` (in `iter_values` order): the strides it must have,
     or None where any layout will do. An output lists an entry for every output (`none` for
-    non-tensors) in `strides`; a call one for every tensor argument in `input_strides`."""
-    values = list(iter_values(op.values))
+    non-tensors) in `strides`; a call one for every tensor argument in `input_strides`; a
+    collective communicates contiguous buffers."""
+    values = list(iter_values(op.args))
+    if isinstance(op, Start):
+        return [contiguous_strides(v.type.shape) for v in values]
     if isinstance(op, LoopsOutput):
         attr, what, listed, slots = "strides", "outputs", op.strides, list(op.values)
     else:
@@ -144,7 +149,7 @@ def _fixed_layouts(block: Block) -> dict[Operation, Strides]:
     for op in block.ops:
         if not isinstance(op, NEEDS_BUFFERS):
             continue
-        for value, strides in zip(iter_values(op.values), required_strides(op)):
+        for value, strides in zip(iter_values(op.args), required_strides(op)):
             node = producer(value)
             if strides is not None and isinstance(node, Pointwise):
                 if not is_realized(node):
@@ -159,8 +164,8 @@ def _copy_misplaced(block: Block) -> None:
     for op in list(block.ops):
         if isinstance(op, NEEDS_BUFFERS):
             needed = iter(required_strides(op))
-            op.values = map_values(
-                op.values, lambda v, op=op, it=needed: _placed(block, op, v, next(it), copies)
+            op.args = map_values(
+                op.args, lambda v, op=op, it=needed: _placed(block, op, v, next(it), copies)
             )
 
 
@@ -215,7 +220,7 @@ def _place_views(block: Block) -> None:
     for op in list(block.ops):
         if isinstance(op, NEEDS_BUFFERS):
             needed = iter(required_strides(op))
-            op.values = map_values(op.values, lambda v, op=op, it=needed: place(op, v, next(it)))
+            op.args = map_values(op.args, lambda v, op=op, it=needed: place(op, v, next(it)))
 
 
 def _reinterpretation(

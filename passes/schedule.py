@@ -1,8 +1,9 @@
 """schedule: loops -> scheduled. Each realized node becomes a scheduler node (Inductor's
 SchedulerNode) whose body ends in an explicit `scheduled.reduction` and `scheduled.store`, with
 its iteration sizes `([x], [r])` and MemoryDeps; extern and fallback calls become
-`scheduled.extern`. Size-1 loops are dropped (their variable is 0), as Inductor's loop
-simplification does, so that nodes over `[4, 1]` and `[4]` iterate alike.
+`scheduled.extern`; collectives stay themselves (`scheduled.all_reduce`). Size-1 loops are
+dropped (their variable is 0), as Inductor's loop simplification does, so that nodes over
+`[4, 1]` and `[4]` iterate alike.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sympy
 from mind.analysis.deps import INDEXED, Dep, buffer_dep, set_node_deps, split_reads
 from mind.analysis.loops import pvar, substitute
 from mind.analysis.views import alias_of
+from mind.dialects.collectives import KINDS
 from mind.dialects.common import Graph
 from mind.dialects.loops import (
     Constant,
@@ -179,6 +181,8 @@ AS_SCHEDULED: dict[str, Callable[[Operation, dict[Value, Value]], Operation]] = 
     "loops.reinterpret": lambda op, vmap: _copy(op, vmap, "scheduled.reinterpret"),
     # the outputs' strides are in their buffers' types by now
     "loops.output": lambda op, vmap: _copy(op, vmap, "scheduled.output", ("strides",)),
+    # collectives stay themselves: their operands order them after their inputs' producers
+    **{f"loops.{kind}": lambda op, vmap: _copy(op, vmap, f"scheduled.{op.kind}") for kind in KINDS},
 }
 
 

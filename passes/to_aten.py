@@ -80,9 +80,13 @@ def aten_graphs(
     """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
     graphs land in, as `aten.graph` ops: the forward now, the backward once AOTAutograd compiles
     it. `compile_graph(aot_gm, symbol)` replaces that default: it gets each ATen GraphModule
-    itself, so that it can fall back to running it."""
+    itself, so that it can fall back to running it.
+
+    Through Dynamo's own AOTAutograd backend helper, as Inductor goes: Dynamo's DDPOptimizer
+    counts its invocations to pair each bucket's forward with its backward, and to run a piece's
+    first call on fake tensors while it propagates shapes to the next piece."""
     from mind.dialects import aten
-    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._dynamo.backends.common import aot_autograd
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     graphs: list[Operation] = []
@@ -100,14 +104,14 @@ def aten_graphs(
 
         return compile_fn
 
+    backward = compiler("backward")
+    # what mind compiles is already out of Dynamo's reach, and boxed (mind.backend.boxed): the
+    # helper's own wrapping would unbox it
+    backward._is_wrapped_bw_compiler = True
     with _effect_tokens_in_graph():
-        compiled = aot_module_simplified(
-            gm,
-            inputs,
-            fw_compiler=compiler("forward"),
-            bw_compiler=compiler("backward"),
-            decompositions=decompositions(),
-        )
+        compiled = aot_autograd(
+            fw_compiler=compiler("forward"), bw_compiler=backward, decompositions=decompositions()
+        )(gm, inputs)
     return compiled, graphs
 
 

@@ -5,7 +5,9 @@ inputs, allocates (or reuses) buffers, launches the kernels and calls ATen for e
 Reuse: a buffer is dead after the last op that reads it; a later allocation of the same storage
 size, dtype and device takes it over instead of allocating (graph inputs and outputs never die).
 A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
-and it never enters the pool itself.
+and it never enters the pool itself. A collective is in flight from its start to its wait: its
+inputs live until the wait (for ever when it is not waited for here), and its result's memory
+enters the pool as the wait's result, never as the start's.
 
 Constants are made once, when the emitted module loads: they never enter the pool, and an
 output that is a constant (or a view of one) is a copy, so a caller cannot change the next call's
@@ -24,6 +26,7 @@ from mind.analysis.views import alias_of
 from mind.codegen import plan_node
 from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, PERSISTENT_MAX, SM_COUNT
 from mind.codegen.plan import python_name
+from mind.dialects.collectives import KINDS, Start, waits_of
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
 from mind.dialects.triton import Launch
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
@@ -67,6 +70,25 @@ def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: se
             last[base] = max(last[base], last[op.result])
             if op.result in outputs:
                 outputs.add(base)
+
+
+def _hold_in_flight(ops: list[Operation], last: dict[Value, int]) -> None:
+    """A collective reads its inputs until its wait: they stay live until the start's last wait
+    (for ever when a result is not waited for here)."""
+    position = {op: i for i, op in enumerate(ops)}
+    for op in ops:
+        if isinstance(op, Start):
+            waits = waits_of(op)
+            whole = {w.tensor for w in waits} == set(op.results)
+            until = max(position[w] for w in waits) if waits and whole else len(ops)
+            for value in op.operands:
+                last[value] = max(last[value], until)
+
+
+def _pooled(value: Value) -> bool:
+    """Whether `value`'s memory may be taken over once it is dead: not an alias (a reinterpret),
+    nor a start's result (the memory is its wait's result, which enters the pool instead)."""
+    return alias_of(value) is None and not isinstance(value.owner, Start)
 
 
 @dataclass(frozen=True)
@@ -121,12 +143,13 @@ class _WrapperBuilder:
         ops = self.graph.body.ops
         last = _last_uses(self.graph.body)
         outputs = set(iter_values(ops[-1].args)) if ops else set()
+        _hold_in_flight(ops, last)
         _extend_to_aliases(ops, last, outputs)
         constants = {op.result for op in ops if isinstance(op, ConstantTensor)}
         kept = outputs | constants | set(self.graph.body.args)
         dying: dict[int, list[Value]] = {}
         for value, end in last.items():
-            if value not in kept and alias_of(value) is None:
+            if value not in kept and _pooled(value):
                 dying.setdefault(end, []).append(value)
         for i, op in enumerate(ops):
             handler = _HANDLERS.get(op.name)
@@ -190,7 +213,7 @@ class _WrapperBuilder:
             call.del_attr(key)
 
     def on_copy(self, op: Operation) -> None:
-        """A constant or an alias: the same op in the triton dialect."""
+        """A constant, an alias or a collective: the same op in the triton dialect."""
         self.add(op.clone(self.values, f"triton.{op.kind}"))
 
     def on_output(self, op: Operation) -> None:
@@ -218,4 +241,5 @@ _HANDLERS = {
     "scheduled.constant_tensor": _WrapperBuilder.on_copy,
     "scheduled.reinterpret": _WrapperBuilder.on_copy,
     "scheduled.output": _WrapperBuilder.on_output,
+    **{f"scheduled.{kind}": _WrapperBuilder.on_copy for kind in KINDS},
 }

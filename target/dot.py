@@ -1,8 +1,8 @@
 """A scheduled graph as a Graphviz picture (DOT text): kernels as boxes, extern calls as grey
-boxes, graph inputs and the output as ellipses, each buffer an edge from its writer to each
-reader, labelled with its name and size. Given the graph again after fusion, each fused kernel
-is a box (a cluster) around the nodes it joined, and a buffer that fusion did away with is a
-dashed edge.
+boxes, collectives (starts and waits) as orange boxes, graph inputs and the output as ellipses,
+each buffer an edge from its writer to each reader, labelled with its name and size. Given the
+graph again after fusion, each fused kernel is a box (a cluster) around the nodes it joined, and
+a buffer that fusion did away with is a dashed edge.
 
 Fused kernels are told by their symbols: fuse names the kernel that joins `@op0` and `@op1`
 `@op0_op1`. Writing DOT text needs no library; `render` turns it into SVG or PNG with the
@@ -14,6 +14,7 @@ import json
 import math
 import shutil
 
+from mind.dialects.collectives import KINDS
 from mind.ir.core import Module, Operation, Value
 from mind.ir.types import TensorType
 
@@ -22,6 +23,9 @@ _STYLE = {
     "scheduled.node": 'shape=box, style="rounded,filled", fillcolor="#dbe8f7"',
     "scheduled.extern": 'shape=box, style=filled, fillcolor="#e0e0e0"',
     "scheduled.output": "shape=ellipse",
+    **dict.fromkeys(
+        (f"scheduled.{kind}" for kind in KINDS), 'shape=box, style=filled, fillcolor="#f6dfb8"'
+    ),
 }
 _OTHER = "shape=box, style=dashed"
 _HEAD = [

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 import sympy
+from mind.dialects.collectives import KINDS, call_args, torch_target
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.triton import dtype_of, shape_of
@@ -379,6 +380,13 @@ class Host:
                 self.lines.append(f"import {root}")
             self.lines.append(f"{name} = {op.symbol}")
 
+    def bind_collective(self, op: Operation) -> None:
+        target = torch_target(op.kind)
+        if target not in self.externs:
+            name = self.names.fresh(target.replace(".", "_"))
+            self.externs[target] = name
+            self.lines.append(f"{name} = torch.ops.{target}")
+
     def bind_constant(self, op: Operation) -> None:
         t = op.result.type
         strides = t.strides or contiguous_strides(t.shape)
@@ -423,6 +431,7 @@ _BINDINGS = {
     "triton.launch": Host.bind_launch,
     "triton.extern": Host.bind_extern,
     "triton.constant_tensor": Host.bind_constant,
+    **{f"triton.{kind}": Host.bind_collective for kind in KINDS},
 }
 
 
@@ -494,6 +503,11 @@ class Call:
             t = op.result.type
             offset = lit(op.offset)
             return f"{n(op.result)} = reinterpret_tensor({n(op.buffer)}, {lit(t.shape)}, {lit(t.strides)}, {offset})"
+        if kind in KINDS:  # the start's result stays bound until the wait, which returns it
+            args = [lit(a) for a in call_args(op)] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
+            targets = ", ".join(n(r) for r in op.results)
+            targets += "," if op.decl.results[-1].variadic and len(op.results) == 1 else ""
+            return f"{targets} = {self.host.externs[torch_target(kind)]}({', '.join(args)})"
         if kind == "constant_tensor":
             return None  # made at load
         if kind == "output":

@@ -139,11 +139,12 @@ def test_dump_dir_writes_every_stage_in_pipeline_order_as_round_tripping_ir(tmp_
         "graph0_forward.07.merge-loops.scheduled",
         "graph0_forward.08.online-softmax.scheduled",
         "graph0_forward.09.welford.scheduled",
-        "graph0_forward.10.scheduled.dot",
-        "graph0_forward.11.to-triton.triton",
-        "graph0_forward.12.py",
+        "graph0_forward.10.reorder-collectives.scheduled",
+        "graph0_forward.11.scheduled.dot",
+        "graph0_forward.12.to-triton.triton",
+        "graph0_forward.13.py",
     ]
-    assert "digraph mind {" in (tmp_path / "dump" / names[11]).read_text()
+    assert "digraph mind {" in (tmp_path / "dump" / names[12]).read_text()
     for f in files:
         if f.suffix in (".fx", ".aten", ".loops", ".scheduled", ".triton"):
             text = f.read_text()
