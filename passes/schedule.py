@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import sympy
 from mind.analysis.deps import INDEXED, Dep, buffer_dep, set_node_deps, split_reads
-from mind.analysis.loops import pvar, substitute
+from mind.analysis.loops import flat_offset, pvar, substitute
 from mind.analysis.views import alias_of
 from mind.dialects.common import Graph
 from mind.dialects.loops import (
@@ -22,6 +22,7 @@ from mind.dialects.loops import (
     LoopsCall,
     Pointwise,
     Reduction,
+    Scatter,
     is_buffer,
     is_realized,
 )
@@ -54,7 +55,14 @@ def renumber(ops: list[Operation]) -> list[Operation]:
     return ops
 
 
-def _check_loads(op: Pointwise) -> None:
+def _check_inlined(op: Pointwise | Scatter) -> None:
+    """A node schedule can place: a buffer whose body loads buffers only."""
+    if not is_realized(op):
+        raise MindError(
+            f"schedule needs realized loops: '%{op.result.name}' is not a buffer "
+            "(run realize,inline first)",
+            op.loc,
+        )
     for body_op in op.body.ops:
         if isinstance(body_op, Load) and not is_buffer(body_op.source):
             raise MindError(
@@ -66,13 +74,7 @@ def _check_loads(op: Pointwise) -> None:
 
 def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
     """A pointwise or reduction node: its body stores the element (or the reduced value)."""
-    if not is_realized(op):
-        raise MindError(
-            f"schedule needs realized loops: '%{op.result.name}' is not a buffer "
-            "(run realize,inline first)",
-            op.loc,
-        )
-    _check_loads(op)
+    _check_inlined(op)
     t = op.result.type
     xs = list(t.shape)
     rs = list(op.reduction_ranges) if isinstance(op, Reduction) else []
@@ -111,6 +113,47 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
     index = sum((pvar(k) * s for k, s in enumerate(t.strides)), start=sympy.Integer(0))
     store_index = substitute(as_int_like(index), drop)
     ops.append(Store.build("scheduled.store", buffer=node.result, index=store_index, value=value))
+    for body_op in renumber(ops):
+        node.body.append(body_op)
+    set_node_deps(node)
+    return node
+
+
+def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
+    """A scatter: a node over its ranges that updates its target's buffer in place, its store at
+    the (indirect) flat offset the target's strides give, with the scatter's mode."""
+    _check_inlined(op)
+    t = op.result.type
+    kept = [k for k, s in enumerate(op.ranges) if s != 1]
+    drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(op.ranges))}
+    node = Node.build(
+        "scheduled.node",
+        sizes=([s for s in op.ranges if s != 1], []),
+        device=t.device,
+        origins=list(op.origins or []),
+        updates=vmap[op.target],
+        results=[t],
+        names=[op.result.name],
+        regions=[Region()],
+        symbol=f"op{number}",
+        loc=op.loc,
+    )
+    vmap[op.result] = node.result
+    ops, value = _body(op, vmap, drop)
+    term = op.body.terminator
+    index = substitute(flat_offset(op.result, term.index), drop)
+    indirect = [vmap[v] for v in term.indirect or []] or None
+    ops.append(
+        Store.build(
+            "scheduled.store",
+            buffer=node.result,
+            index=index,
+            value=value,
+            indirect=indirect,
+            mode=op.mode,
+            loc=term.loc,
+        )  # fmt: skip
+    )
     for body_op in renumber(ops):
         node.body.append(body_op)
     set_node_deps(node)
@@ -189,8 +232,8 @@ def schedule_graph(graph: Operation) -> Operation:
     block = Block(args)
     count = 0
     for op in graph.body.ops:
-        if isinstance(op, Pointwise):
-            new = _node(op, vmap, count)
+        if isinstance(op, Pointwise | Scatter):
+            new = (_scatter_node if isinstance(op, Scatter) else _node)(op, vmap, count)
             count += 1
         elif op.name in AS_SCHEDULED:
             new = AS_SCHEDULED[op.name](op, vmap)
