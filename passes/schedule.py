@@ -81,22 +81,7 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
     trivial = _trivial_reduction(op, ScalarType(t.dtype)) if rs else None
     if trivial is not None:  # over no element, or an index kind over one: no loop to run
         rs = []
-    dims = xs + rs
-    kept = [k for k, s in enumerate(dims) if s != 1]
-    drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
-    node = Node.build(
-        "scheduled.node",
-        sizes=([s for s in xs if s != 1], [s for s in rs if s != 1]),
-        device=t.device,
-        origins=list(op.origins or []),
-        template=getattr(op, "template", None),
-        results=[t],
-        names=[op.result.name],
-        regions=[Region()],
-        symbol=f"op{number}",
-        loc=op.loc,
-    )
-    vmap[op.result] = node.result
+    node, drop = _start_node(op, vmap, number, xs, rs, template=getattr(op, "template", None))
     if trivial is not None:
         ops, value = [trivial], trivial.result
     else:
@@ -113,32 +98,14 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
     index = sum((pvar(k) * s for k, s in enumerate(t.strides)), start=sympy.Integer(0))
     store_index = substitute(as_int_like(index), drop)
     ops.append(Store.build("scheduled.store", buffer=node.result, index=store_index, value=value))
-    for body_op in renumber(ops):
-        node.body.append(body_op)
-    set_node_deps(node)
-    return node
+    return _finish_node(node, ops)
 
 
 def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
     """A scatter: a node over its ranges that updates its target's buffer in place, its store at
     the (indirect) flat offset the target's strides give, with the scatter's mode."""
     _check_inlined(op)
-    t = op.result.type
-    kept = [k for k, s in enumerate(op.ranges) if s != 1]
-    drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(op.ranges))}
-    node = Node.build(
-        "scheduled.node",
-        sizes=([s for s in op.ranges if s != 1], []),
-        device=t.device,
-        origins=list(op.origins or []),
-        updates=vmap[op.target],
-        results=[t],
-        names=[op.result.name],
-        regions=[Region()],
-        symbol=f"op{number}",
-        loc=op.loc,
-    )
-    vmap[op.result] = node.result
+    node, drop = _start_node(op, vmap, number, list(op.ranges), [], updates=vmap[op.target])
     ops, value = _body(op, vmap, drop)
     term = op.body.terminator
     index = substitute(flat_offset(op.result, term.index), drop)
@@ -152,8 +119,38 @@ def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
             indirect=indirect,
             mode=op.mode,
             loc=term.loc,
-        )  # fmt: skip
+        )
     )
+    return _finish_node(node, ops)
+
+
+def _start_node(
+    op: Pointwise | Scatter, vmap: dict[Value, Value], number: int, xs: list, rs: list, **fields
+) -> tuple[Node, dict]:
+    """The empty node `@op<number>` for `op`, over its x then r loops less those of size 1, and
+    the substitution that drops them (their variable is 0, the others renumbered)."""
+    dims = xs + rs
+    kept = [k for k, s in enumerate(dims) if s != 1]
+    drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
+    t = op.result.type
+    node = Node.build(
+        "scheduled.node",
+        sizes=([s for s in xs if s != 1], [s for s in rs if s != 1]),
+        device=t.device,
+        origins=list(op.origins or []),
+        results=[t],
+        names=[op.result.name],
+        regions=[Region()],
+        symbol=f"op{number}",
+        loc=op.loc,
+        **fields,
+    )
+    vmap[op.result] = node.result
+    return node, drop
+
+
+def _finish_node(node: Node, ops: list[Operation]) -> Node:
+    """`node` with its body ops (numbered %0, %1, ...) and the MemoryDeps they give."""
     for body_op in renumber(ops):
         node.body.append(body_op)
     set_node_deps(node)
