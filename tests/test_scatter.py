@@ -86,6 +86,11 @@ CASES = {
         lambda: (torch.tensor(1.5), torch.tensor([0, 0, 0]), torch.randn(3)),
         "tl.atomic_add(",
     ),
+    "scatter_add_0d_index": (
+        lambda x, i, s: x.scatter_add(0, i, s),
+        lambda: (torch.zeros(4), torch.tensor(2), torch.tensor(5.0)),
+        "tl.atomic_add(",
+    ),
     "index_put_accumulate_negative": (
         lambda x, i, v: torch.index_put(x, (i,), v, accumulate=True),
         lambda: (torch.randn(6, 4), torch.tensor([0, -1, 5, -6, 2, 2, -4]), torch.randn(7, 4)),

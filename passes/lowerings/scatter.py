@@ -105,7 +105,7 @@ def _scatter(ctx, x, dim, index, src, reduce: str | None, include_self: bool = T
     if index.type.rank != rank and rank and index.type.rank:
         raise Unsupported("an index of another rank than self")
     dim = norm_dim(dim, rank)
-    ranges = list(index.type.shape)
+    ranges = list(index.type.shape) or [1]  # a 0-d index: one element
     target = copy_of(ctx, x)
     if _empty(ranges):
         return target
