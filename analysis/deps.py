@@ -10,6 +10,7 @@ one when every index sees them as one contiguous range.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -28,7 +29,7 @@ Dim = tuple[sympy.Symbol, IntLike]
 #: body ops whose `index` field holds an index expression over the loop variables
 INDEXED = (Load, Store, Index)
 #: the order of a scheduled.node's attributes, as docs/IR.md prints them
-NODE_ATTRS = ("sizes", "device", "origins", "writes", "unmet", "met")
+NODE_ATTRS = ("sizes", "device", "origins", "updates", "writes", "unmet", "met")
 
 
 def index_ops(body: list[Operation]) -> Iterator[Load | Store | Index]:
@@ -36,10 +37,11 @@ def index_ops(body: list[Operation]) -> Iterator[Load | Store | Index]:
 
 
 def reads(op: Operation) -> list[Value]:
-    """The graph values an op reads: a node's loaded buffers, a call's or output's operands (not
-    the op's own results, which its MemoryDeps name)."""
+    """The graph values an op reads: a node's loaded buffers and the buffer it updates in place,
+    a call's or output's operands (not the op's own results, which its MemoryDeps name)."""
     if isinstance(op, Node):
         values = [b.source for b in op.body.ops if isinstance(b, Load)]
+        values += [op.updates] if op.updates is not None else []
     else:
         values = [v for v in op.operands if v.owner is not op]
     return list(dict.fromkeys(values))
@@ -124,7 +126,8 @@ def split_reads(reads: list[tuple[Value, Dep]]) -> tuple[list[Dep], list[Dep]]:
 
 
 def node_deps(op: Node) -> dict[str, list[Dep]]:
-    """writes, unmet and met of a scheduled.node, computed from its body."""
+    """writes, unmet and met of a scheduled.node, computed from its body (and the buffer it
+    updates in place: a scatter needs all of its target first)."""
     xs, rs = op.sizes
     r_vars = {pvar(len(xs) + k) for k in range(len(rs))}
     writes, loads = [], []
@@ -135,6 +138,8 @@ def node_deps(op: Node) -> dict[str, list[Dep]]:
         elif isinstance(body_op, Load):
             src = body_op.source
             loads.append((src, _dep(src, body_op.index, xs + rs)))
+    if op.updates is not None:  # the whole buffer, before any of its elements is updated
+        loads.append((op.updates, buffer_dep(op.updates)))
     met, unmet = split_reads(loads)
     return {"writes": writes, "unmet": unmet, "met": met}
 
@@ -149,6 +154,8 @@ def set_node_deps(op: Node) -> None:
 
 # -- merging loops -----------------------------------------------------------------------------
 _M1, _M2 = sym("merge_m1"), sym("merge_m2")
+#: the symbols of an indirect index (a value read from memory: `i0, i1, ...`)
+_INDIRECT = re.compile(r"i\d+")
 
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
@@ -183,7 +190,8 @@ def merge_dims(indexes: list[IntLike], dims: list[Dim]) -> tuple[list[IntLike], 
 
 def normalize_dep(dep: Dep) -> Dep:
     """Inductor's normalized MemoryDep: contiguous dims merged, variables renamed c0, c1, ...,
-    trailing variables the index does not use dropped."""
+    trailing variables the index does not use dropped (none where it reads an indirect `i0`,
+    which may vary with all of them)."""
     buffer, index, ranges = dep
     index, dims = _normalized(index, tuple(ranges.items()))
     return (buffer, index, dict(dims))
@@ -197,6 +205,7 @@ def _normalized(
     names = [sym(f"c{k}") for k in range(len(dims))]
     index = substitute(index, {v: c for (v, _), c in zip(dims, names)})
     used = sympy.sympify(index).free_symbols
-    while dims and names[len(dims) - 1] not in used:
+    indirect = any(_INDIRECT.fullmatch(s.name) for s in used)  # i0 may vary with every variable
+    while dims and names[len(dims) - 1] not in used and not indirect:
         dims.pop()
     return index, tuple((str(c), s) for c, (_, s) in zip(names, dims))

@@ -319,12 +319,25 @@ class KernelBuilder:
         v = scope.values[op.value]
         if dtype_of(v) != ptr_dtype(ptr.type):
             v = self.emit(scope, "cast", [v], ptr_dtype(ptr.type), shape_of(v))
-        offset = self.index(scope, index)
-        if shape_of(v) and not shape_of(offset):  # one location written from a block (xnumel 1)
-            offset = self.block_offset(scope, index, offset, shape_of(v))
-        mask = self.mask(scope, self.groups_of(offset))
-        op = Operation("triton.store", [ptr, offset, v], {"mask": mask} if mask is not None else {})
-        scope.block.append(op)
+        offset = self.index(scope, index, op.indirect or ())
+        if op.indirect or op.mode:  # a scatter: every lane in range is one element's write
+            offset, v = self.lanes(scope, offset), self.lanes(scope, v)
+            mask = self.mask(scope, self.tiling.groups)
+        else:
+            if shape_of(v) and not shape_of(offset):  # one location written from a block
+                offset = self.block_offset(scope, index, offset, shape_of(v))
+            mask = self.mask(scope, self.groups_of(offset))
+        attrs = {"mask": mask, "mode": op.mode}
+        store = Operation("triton.store", [ptr, offset, v], {k: a for k, a in attrs.items() if a})
+        scope.block.append(store)
+
+    def lanes(self, scope: Scope, value: Value) -> Value:
+        """`value` as a block over every lane of the tile (a scatter's offset or value that
+        does not vary along some axis: each lane still writes once)."""
+        full = self.tiling.full_shape
+        if tuple(shape_of(value)) == full:
+            return value
+        return self.emit(scope, "broadcast_to", [value], dtype_of(value), full)
 
     def block_offset(self, scope: Scope, index, offset: Value, shape: tuple) -> Value:
         """A scalar offset as a block of `shape` (the interpreter cannot mix 0-d and blocks)."""

@@ -61,6 +61,30 @@ def verify_reinterpret(op: Reinterpret) -> None:
         raise VerifyError(f"type mismatch: '{op.name}' of {src.type.dtype} declared {t}", op.loc)
 
 
+def verify_sole_reader(op: Operation, target: Value) -> None:
+    """`op` updates `target` in place (a scatter): no other op may read it, nor may `op`'s own
+    body (its loads and its stores would race), since the memory becomes `op`'s result."""
+    for user in target.users:
+        top = user.ancestor_in(op.parent) if op.parent is not None else user
+        if top is target.owner:  # its producer naming it (a scheduled node's writes)
+            continue
+        if top is not op:
+            name = f"@{top.symbol}" if top is not None and top.symbol else _named(top or user)
+            raise VerifyError(
+                f"'{op.name}' updates '%{target.name}' in place, which '{name}' also reads",
+                op.loc,
+            )
+        if user is not op:  # an op of its body (a load)
+            raise VerifyError(
+                f"'{user.name}' reads '%{target.name}', which its '{op.name}' updates in place",
+                user.loc,
+            )
+
+
+def _named(op: Operation) -> str:
+    return f"%{op.results[0].name}" if op.results else op.name
+
+
 def add_graph_ops(
     dialect: Dialect,
     output: type[Op] = Output,

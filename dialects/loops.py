@@ -28,13 +28,23 @@ from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .collectives import add_collective_ops
-from .common import Call, Output, add_graph_ops, add_memory_ops, is_buffer  # noqa: F401
+from .common import (  # noqa: F401  (is_buffer: re-exported)
+    Call,
+    Output,
+    add_graph_ops,
+    add_memory_ops,
+    is_buffer,
+    verify_sole_reader,
+)
 from .reductions import REDUCTIONS, SINGLE_KINDS
 from .scalar_ops import register_scalar_ops
+from .store_modes import STORE_MODES
 
 ORIGINS = list_of(STR)
 #: the templates a reduction may be computed by (passes/mm_templates.py, codegen/template.py)
 TEMPLATES = ("mm",)
+#: the body values an index reads through (`i0, i1, ...` in it stand for them)
+INDIRECT = list_of(value(SCALAR))
 #: the strides a value must have, or none (where any layout will do)
 STRIDES = list_of(list_of(INDEX) | NONE)
 
@@ -52,7 +62,7 @@ class Load(Op):
     index = arg(INDEX | list_of(INDEX))
     mask = opt_attr(value(dtype_is(dt.b8)))
     other = opt_attr(NUMBER)
-    indirect = opt_attr(list_of(value(SCALAR)))
+    indirect = opt_attr(INDIRECT)
     result = result(SCALAR)
 
 
@@ -177,6 +187,65 @@ def _verify_view(op: View) -> None:
         )
 
 
+class Scatter(Op):
+    """Write the body's value to target[index] per index of the ranges, in place (by the mode)
+
+    Each element overwrites, or is folded in by the store mode (atomic_add: duplicates all
+    count); the result is the target's memory after every write."""
+
+    target = operand(TENSOR)
+    ranges = attr(list_of(INDEX))
+    mode = opt_attr(one_of(*STORE_MODES))
+    origins = opt_attr(ORIGINS)
+    result = result(TENSOR)
+    body = region()
+
+
+class YieldAt(Op):
+    """A scatter's element: its value and where in the target it goes
+
+    The index holds one expression per dim of the target, over the p vars and the symbols
+    `i0, i1, ...` of the `indirect` values."""
+
+    value = operand(SCALAR)
+    index = arg(list_of(INDEX))
+    indirect = opt_attr(INDIRECT)
+
+
+#: the nodes a scatter may update: a buffer the graph computes, never an input, a constant or
+#: a view (their memory is not the graph's to change)
+UPDATABLE = (Pointwise, Scatter)
+
+
+def _verify_scatter(op: Scatter) -> None:
+    """Its result is its target updated: the same type; the target is computed in the graph and
+    read by nothing else (the scatter consumes it), nor by its own body."""
+    target, t = op.target, op.result.type
+    if target.type != t:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' updates '%{target.name}' ({target.type}) but declares {t}",
+            op.loc,
+        )
+    if not isinstance(target.owner, UPDATABLE):
+        raise VerifyError(
+            f"'{op.name}' updates '%{target.name}', which no node of the graph computes",
+            op.loc,
+        )
+    verify_sole_reader(op, target)
+    term = op.body.terminator
+    if not isinstance(term, YieldAt):
+        raise VerifyError(f"'{op.name}' body must end with a yield_at", op.loc)
+    if len(term.index) != t.rank:
+        raise VerifyError(
+            f"'{term.name}' needs {t.rank} index expressions for the target", term.loc
+        )
+    if term.value.type.dtype != t.dtype:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' yields {term.value.type.dtype} for a {t.dtype} target",
+            term.loc,
+        )
+
+
 class LoopsCall(Call):
     """An ATen call on buffers laid out as `input_strides` says (one entry per tensor argument)"""
 
@@ -195,6 +264,8 @@ add_graph_ops(LOOPS, LoopsOutput)
 LOOPS.add("pointwise", Pointwise, verify=_verify_body)
 LOOPS.add("reduction", Reduction, verify=_verify_body)
 LOOPS.add("view", View, verify=_verify_view)
+LOOPS.add("scatter", Scatter, verify=_verify_scatter)
+LOOPS.add("yield_at", YieldAt)
 LOOPS.add(
     "extern",
     LoopsCall,

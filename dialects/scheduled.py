@@ -26,9 +26,10 @@ from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .collectives import add_collective_ops
-from .common import Call, add_graph_ops, add_memory_ops
-from .loops import ORIGINS, TEMPLATES, Load, register_body_ops
+from .common import Call, add_graph_ops, add_memory_ops, verify_sole_reader
+from .loops import INDIRECT, ORIGINS, TEMPLATES, Load, register_body_ops
 from .reductions import KINDS, REDUCTIONS
+from .store_modes import STORE_MODES
 
 #: a MemoryDep: (buffer, flat index over its variables, {variable: range})
 DEP = tuple_of(value(TENSOR), INDEX, dict_of(STR, INDEX))
@@ -45,6 +46,7 @@ class Node(Op):
     unmet = attr(DEPS)
     met = attr(DEPS)
     template = opt_attr(one_of(*TEMPLATES))
+    updates = opt_attr(value(LAID_OUT))
     buffers = var_results(LAID_OUT)
     body = region()
 
@@ -75,11 +77,13 @@ def _verify_reduction(op: Reduction) -> None:
 
 
 class Store(Op):
-    """Write one element of a buffer the node produces"""
+    """Write one element of a buffer the node produces (a scatter's: indirect, by a mode)"""
 
     buffer = operand(LAID_OUT)
     index = arg(INDEX)
     value = operand(SCALAR)
+    indirect = opt_attr(INDIRECT)
+    mode = opt_attr(one_of(*STORE_MODES))
 
 
 def _verify_writes(op: Node | Extern) -> None:
@@ -120,6 +124,34 @@ def _verify_node(op: Node) -> None:
     missing = [r for r in op.results if r not in stored]
     if missing:
         raise VerifyError(f"'{op.name}' never stores '%{missing[0].name}'", op.loc)
+    _verify_update(op)
+
+
+def _verify_update(op: Node) -> None:
+    """A node that updates a buffer in place (a scatter) produces that memory, of its type, as
+    its one result; the buffer is computed by a node and read by nothing else. Only such a node
+    stores at an indirect index or with a mode (a plain node writes every element it makes)."""
+    target = op.updates
+    for inner in op.body.ops:
+        if isinstance(inner, Store) and target is None and (inner.indirect or inner.mode):
+            raise VerifyError(
+                f"'{inner.name}' scatters into '%{inner.buffer.name}', which its node does not "
+                "update in place",
+                inner.loc,
+            )
+    if target is None:
+        return
+    if [r.type for r in op.results] != [target.type]:
+        made = ", ".join(f"%{r.name}: {r.type}" for r in op.results)
+        raise VerifyError(
+            f"'{op.name}' updates '%{target.name}' ({target.type}) in place but produces [{made}]",
+            op.loc,
+        )
+    if not isinstance(target.owner, Node):
+        raise VerifyError(
+            f"'{op.name}' updates '%{target.name}', which no node of the graph computes", op.loc
+        )
+    verify_sole_reader(op, target)
 
 
 def _verify_graph(op: Operation) -> None:

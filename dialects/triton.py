@@ -41,6 +41,7 @@ from .common import Call, add_graph_ops, add_memory_ops
 from .loops import ORIGINS
 from .reductions import INDEX_KINDS, REDUCE_KINDS
 from .scalar_ops import op_classes, register_scalar_ops, result_dtype
+from .store_modes import STORE_MODES
 
 _PTR = re.compile(r"ptr<([a-z0-9]+)>$")
 
@@ -188,12 +189,13 @@ def _verify_load(op: Load) -> None:
 
 
 class Store(Op):
-    """tl.store(ptr + offset, value, mask)"""
+    """tl.store(ptr + offset, value, mask); with a mode, its atomic (tl.atomic_add(...))"""
 
     ptr = operand(POINTER)
     offset = operand(BLOCK)
     value = operand(BLOCK)
     mask = opt_attr(MASK)
+    mode = opt_attr(one_of(*STORE_MODES))
 
 
 def _verify_store(op: Store) -> None:
@@ -202,6 +204,10 @@ def _verify_store(op: Store) -> None:
         raise VerifyError(
             f"type mismatch: store of {dtype_of(op.value)} to a {dtype} pointer", op.loc
         )
+    mode = STORE_MODES.get(op.mode)
+    if mode is not None and dtype not in mode.dtypes:
+        takes = " ".join(sorted(d.name for d in mode.dtypes))
+        raise VerifyError(f"'{op.name}' {mode.name} of {dtype}: Triton takes {takes}", op.loc)
 
 
 class DeviceAssert(Op):

@@ -17,10 +17,21 @@ import torch
 from mind.dialects.aten import collective_call, overload
 from mind.dialects.collectives import KINDS
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
-from mind.dialects.loops import Cast, CheckIndex, Constant, Index, Load, Reduction, View, Yield
+from mind.dialects.loops import (
+    Cast,
+    CheckIndex,
+    Constant,
+    Index,
+    Load,
+    Reduction,
+    Scatter,
+    View,
+    Yield,
+)
 from mind.dialects.pyobjects import from_attr
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.dialects.store_modes import STORE_MODES
 from mind.dialects.torch_types import from_torch, to_torch
 from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value, map_values
@@ -156,6 +167,27 @@ def _gather(src: torch.Tensor, index: Any, mask: Any) -> Any:
     return src[tuple(index)]
 
 
+def scatter_into(memory: torch.Tensor, offset: Any, value: Any, mode: str | None) -> None:
+    """Write `value` into the 1-d `memory` at the flat `offset`s (both broadcast to one shape):
+    overwriting, or folded in by the store mode's reduction (duplicates all count)."""
+    offset, value = torch.broadcast_tensors(torch.as_tensor(offset), torch.as_tensor(value))
+    offset, value = offset.reshape(-1), value.reshape(-1).to(memory.dtype)
+    if offset.numel() and (int(offset.min()) < 0 or int(offset.max()) >= memory.numel()):
+        raise IndexError(f"store at [{int(offset.min())}, {int(offset.max())}] outside memory")
+    if mode is None:
+        memory[offset] = value
+    else:
+        memory.scatter_reduce_(0, offset, value, STORE_MODES[mode].reduce)
+
+
+def indirect_bindings(grid: Bindings, op: Operation, values: dict[Value, Any]) -> Bindings:
+    """The grid's p vars and the `i0, i1, ...` of an op's indirect index."""
+    bindings = dict(grid)
+    for i, v in enumerate(op.indirect or []):
+        bindings[sym(f"i{i}")] = values[v]
+    return bindings
+
+
 class Body:
     """Evaluates one node's body over a grid; values are tensors broadcastable to the grid."""
 
@@ -196,9 +228,7 @@ class Body:
 
     def load(self, op: Load) -> torch.Tensor:
         dtype = to_torch(op.result.type.dtype)
-        bindings = dict(self.grid)
-        for i, v in enumerate(op.indirect or []):
-            bindings[sym(f"i{i}")] = self.values[v]
+        bindings = indirect_bindings(self.grid, op, self.values)
         index = op.index
         index = (
             [index_value(e, bindings) for e in index]
@@ -290,6 +320,24 @@ def _reduction(op: Reduction, env: Env) -> list[torch.Tensor]:
     return [reduce_last(op.reduction_type, value, t.dtype)]
 
 
+def _scatter(op: Scatter, env: Env) -> list[torch.Tensor]:
+    """The target's memory (a copy laid out like it), each element of the ranges written at
+    the index its body gives."""
+    target = env[op.target]
+    out = torch.empty_strided(target.shape, target.stride(), dtype=target.dtype).copy_(target)
+    body = Body(env, grid([int(n) for n in op.ranges]))
+    for inner in op.body.ops[:-1]:
+        body.eval(inner)
+    term = op.body.terminator
+    points = indirect_bindings(body.grid, term, body.values)
+    flat = sum(
+        (torch.as_tensor(index_value(e, points)) * s for e, s in zip(term.index, out.stride())),
+        start=torch.tensor(0),
+    )
+    scatter_into(flat_memory(out), flat, body.values[term.value], op.mode)
+    return [out]
+
+
 def _view(op: View, env: Env) -> list[torch.Tensor]:
     sizes = static_sizes(op.result.type, op)
     points = grid(sizes)
@@ -344,6 +392,7 @@ NODES: dict[str, NodeFn] = {
     "pointwise": _pointwise,
     "reduction": _reduction,
     "view": _view,
+    "scatter": _scatter,
     **MEMORY_OPS,
 }
 

@@ -17,7 +17,18 @@ from mind.dialects.scheduled import Node, Reduction, Store
 from mind.dialects.torch_types import to_torch
 from mind.ir.core import Operation
 
-from .loops import MEMORY_OPS, Body, Env, flat_memory, grid, index_value, reduce_last, run_graph
+from .loops import (
+    MEMORY_OPS,
+    Body,
+    Env,
+    flat_memory,
+    grid,
+    index_value,
+    indirect_bindings,
+    reduce_last,
+    run_graph,
+    scatter_into,
+)
 
 
 class NodeBody(Body):
@@ -40,11 +51,8 @@ class NodeBody(Body):
             self.values[result] = value.reshape(*xs, *[1] * len(rs))
 
     def store(self, op: Store) -> None:
-        target = self.env[op.buffer]
-        index, value = torch.broadcast_tensors(
-            torch.as_tensor(index_value(op.index, self.grid)), self.values[op.value]
-        )
-        flat_memory(target)[index.reshape(-1)] = value.reshape(-1).to(target.dtype)
+        offset = index_value(op.index, indirect_bindings(self.grid, op, self.values))
+        scatter_into(flat_memory(self.env[op.buffer]), offset, self.values[op.value], op.mode)
 
 
 def _online_softmax(x: torch.Tensor, dtype) -> list[torch.Tensor]:
@@ -73,6 +81,8 @@ def _node(op: Node, env: Env) -> list[torch.Tensor]:
         r: torch.empty_strided(r.type.shape, r.type.strides, dtype=to_torch(r.type.dtype))
         for r in op.results
     }
+    if op.updates is not None:  # its one result is that buffer, updated in place
+        buffers = {op.results[0]: env[op.updates]}
     body = NodeBody({**env, **buffers}, xs, rs)
     for inner in op.body.ops:
         body.eval(inner)

@@ -104,7 +104,8 @@ def compile_aten_graph(
         graph = aten.import_graph(aot_gm, symbol)
         if options.autotune:
             tuning.install()
-        program = load_program(graph, dump, pipeline_of(options))
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        program = load_program(graph, dump, pipeline_of(options, deterministic))
     except Exception as exc:
         return eager(aot_gm, symbol, exc, dump)
     call = FirstCallCheck(program.call, aot_gm, symbol, dump)

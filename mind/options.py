@@ -91,18 +91,21 @@ def check_pipeline(pipeline: str, source: str) -> None:
         )
 
 
-def pipeline_of(options: Options) -> str:
+def pipeline_of(options: Options, deterministic: bool = False) -> str:
     """The pipeline the options run: `pipeline`, where `autotune` turns on to-triton's candidates
-    and has mm-templates benchmark templates against ATen (unless it selects otherwise)."""
-    if not options.autotune:
+    and has mm-templates benchmark templates against ATen (unless it selects otherwise), and
+    `deterministic` (torch.use_deterministic_algorithms) has lower keep scatters in ATen."""
+    if not options.autotune and not deterministic:
         return options.pipeline
     from mind.passes import parse_pipeline
 
     passes = []
     for p in parse_pipeline(options.pipeline):
-        if p.name == "to-triton":
+        if options.autotune and p.name == "to-triton":
             p = dataclasses.replace(p, autotune=True)
-        elif p.name == "mm-templates" and p.select == "aten":
+        elif options.autotune and p.name == "mm-templates" and p.select == "aten":
             p = dataclasses.replace(p, select="autotune")
+        elif deterministic and p.name == "lower":
+            p = dataclasses.replace(p, deterministic=True)
         passes.append(p)
     return ",".join(str(p) for p in passes)

@@ -8,7 +8,8 @@ other through a third node (that node would have to run in the middle), and ever
 earlier node's output by the later one is at the index it was stored at: such a load becomes the
 stored SSA value, and the store goes when nothing outside the fused node reads the buffer. A
 matmul template node takes pointwise work over its own loops only (its epilogue, see
-passes/mm_templates.py).
+passes/mm_templates.py). A node that updates a buffer in place (a scatter) fuses with nothing:
+its target must be complete before it starts, and its readers wait for all of it.
 
 Each pair it weighs (the pairs that share a buffer) gets a remark, located at the later node:
 fused and the bytes saved, or refused, by which rule (see RULES), and what it would have saved.
@@ -47,6 +48,7 @@ RULES = {
     "template": "@{} is a matmul template: it takes work without reductions over its own loops,"
     " not @{}",
     "indirect-read": "@{} reads %{} through a mask or an indirect index",
+    "in-place": "@{} updates %{} in place: its writes land in any order, so it runs alone",
     "index": "@{} reads %{} at {}, not where @{} stored it ({})",
 }
 
@@ -125,6 +127,9 @@ def legal_fusion(a: Node, b: Node, block: Block, position, max_parts: int) -> Jo
     parts = a.symbol.count("_") + b.symbol.count("_") + 2
     if parts > max_parts:
         return Refusal("max-fusion-size", (parts, max_parts))
+    inplace = a if a.updates is not None else b if b.updates is not None else None
+    if inplace is not None:
+        return Refusal("in-place", (inplace.symbol, inplace.updates.name))
     through = creates_cycle(a, b, block, position)
     if through is not None:
         return Refusal("cycle", (b.symbol, a.symbol, _name(through)))

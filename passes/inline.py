@@ -23,7 +23,17 @@ from mind.analysis.loops import (
     simplify_index,
     substitute,
 )
-from mind.dialects.loops import Index, Load, Pointwise, View, Yield, is_buffer, is_realized
+from mind.dialects.loops import (
+    Index,
+    Load,
+    Pointwise,
+    Scatter,
+    View,
+    Yield,
+    YieldAt,
+    is_buffer,
+    is_realized,
+)
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Value
 from mind.ir.diagnostics import MindError
@@ -55,15 +65,15 @@ def inline_graph(graph: Operation) -> None:
                     f"'{op.name}' reads '%{value.name}', which is not a buffer: run realize first",
                     op.loc,
                 )
-        if isinstance(op, Pointwise):
+        if isinstance(op, Pointwise | Scatter):
             _inline_node(op)
     graph.body.erase_ops(dropped)
 
 
-def _inline_node(node: Pointwise) -> None:
+def _inline_node(node: Pointwise | Scatter) -> None:
     body = _BodyBuilder(node)
-    result = body.emit(node.body, {}, None)
-    body.b.append(Yield.build("loops.yield", value=result, loc=node.body.terminator.loc))
+    env = body.run(node.body, {}, None)
+    body.b.append(node.body.terminator.clone(env))
     for i, value in enumerate(v for op in body.block.ops for v in op.results):
         value.name = str(i)
     old = node.regions[0].block
@@ -90,10 +100,15 @@ class _BodyBuilder:
     def emit(self, block: Block, subs: dict, mask: Value | None) -> Value:
         """Copy `block` with p vars bound by `subs`, every load also masked by `mask`; returns the
         value the block yields."""
+        return self.run(block, subs, mask)[block.terminator.value]
+
+    def run(self, block: Block, subs: dict, mask: Value | None) -> dict[Value, Value]:
+        """Copy the ops of `block` up to its terminator (a yield, or a scatter's yield_at); returns
+        what each of its values became."""
         env: dict[Value, Value] = {}
         for op in block.ops:
-            if isinstance(op, Yield):
-                return env[op.value]
+            if isinstance(op, Yield | YieldAt):
+                return env
             if isinstance(op, Load):
                 env[op.result] = self.load(op, subs, env, mask)
             elif isinstance(op, Index):
@@ -123,7 +138,7 @@ class _BodyBuilder:
         if node.name != "loops.pointwise":
             raise MindError(
                 f"cannot inline '%{src.name}' ({node.name}) into '%{self.node.result.name}': "
-                "reductions must be realized (run realize first)",
+                "reductions and scatters must be realized (run realize first)",
                 op.loc,
             )
         self.origins.update(node.origins or [])

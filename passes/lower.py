@@ -32,7 +32,7 @@ from mind.ir.registry import op_class
 from mind.ir.symbols import IntLike, sym
 from mind.ir.types import ScalarType, SymType, TensorType, size_symbols
 
-from .manager import GraphPass
+from .manager import GraphPass, option
 
 
 class BodyBuilder:
@@ -83,14 +83,7 @@ class BodyBuilder:
     ) -> Value:
         """One element of `src` at an N-d index (broadcast to src's shape). Body values in the
         index become indirect symbols `i0, i1, ...`; buffers are read at their flat offset."""
-        indirect: list[Value] = []
-        exprs: Index = []
-        for e in broadcast_index(src.type.shape, index):
-            if isinstance(e, Value):
-                exprs.append(sym(f"i{len(indirect)}"))
-                indirect.append(e)
-            else:
-                exprs.append(e)
+        exprs, indirect = indirect_index(broadcast_index(src.type.shape, index))
         where: Any = flat_offset(src, exprs) if is_buffer(src) else exprs
         return self.emit(
             "load",
@@ -121,15 +114,32 @@ class BodyBuilder:
         return self.emit("check_index", dt.i64, index=index, bound=bound)
 
 
+def indirect_index(index: Sequence[IntLike | Value]) -> tuple[Index, list[Value]]:
+    """An index whose body values become the symbols `i0, i1, ...`, and those values in order
+    (what an op's `indirect` lists)."""
+    indirect: list[Value] = []
+    exprs: Index = []
+    for e in index:
+        if isinstance(e, Value):
+            exprs.append(sym(f"i{len(indirect)}"))
+            indirect.append(e)
+        else:
+            exprs.append(e)
+    return exprs, indirect
+
+
 BodyFn = Callable[..., Value]
 
 
 class LowerCtx:
     """Builds the nodes of one `loops.graph`. `out` / `outs` are the result types of the aten op
-    being lowered (torch's meta computation), `origin` its short name."""
+    being lowered (torch's meta computation), `origin` its short name. `deterministic`: lower
+    nothing whose result depends on the order threads run in (torch.use_deterministic_algorithms:
+    scatters run as ATen calls)."""
 
-    def __init__(self, block: Block, reserved: set[str]):
+    def __init__(self, block: Block, reserved: set[str], deterministic: bool = False):
         self.block = block
+        self.deterministic = deterministic
         self.used = set(reserved)
         self.outs: list[TensorType] = []
         self.op: Operation | None = None
@@ -310,7 +320,7 @@ def strides_of_value(arg: Any) -> list[IntLike] | None:
     return list(t.strides) if isinstance(t, TensorType) and t.strides is not None else None
 
 
-def lower_graph(graph: Operation) -> Operation:
+def lower_graph(graph: Operation, deterministic: bool = False) -> Operation:
     """An `aten.graph` as a `loops.graph` with the same signature and value names."""
     block = Block()
     env: dict[Value, Any] = {}
@@ -319,7 +329,7 @@ def lower_graph(graph: Operation) -> Operation:
         if isinstance(arg.type, SymType):
             env[arg] = arg.type.expr
     reserved = {v.name for o in graph.walk() for v in o.results} | {a.name for a in block.args}
-    ctx = LowerCtx(block, reserved)
+    ctx = LowerCtx(block, reserved, deterministic)
     for op in graph.body.ops:
         if op.name == "aten.output":
             strides = [strides_of_value(a) for a in op.values]
@@ -335,7 +345,11 @@ def lower_graph(graph: Operation) -> Operation:
 
 @dataclass(frozen=True)
 class Lower(GraphPass, name="lower", input="aten", output="loops"):
-    """ATen ops become pointwise / reduction / view nodes, extern and fallback calls."""
+    """ATen ops become pointwise / reduction / view / scatter nodes, extern and fallback calls."""
+
+    deterministic: bool = option(
+        False, "run scatters as ATen calls (torch.use_deterministic_algorithms, as Inductor)"
+    )
 
     def run_graph(self, graph: Operation) -> Operation:
-        return lower_graph(graph)
+        return lower_graph(graph, self.deterministic)

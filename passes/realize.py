@@ -34,6 +34,7 @@ from mind.dialects.loops import (
     LoopsCall,
     LoopsOutput,
     Pointwise,
+    Scatter,
     View,
     Yield,
     is_buffer,
@@ -49,10 +50,12 @@ from .manager import GraphPass, option
 #: ops whose tensor arguments (all their positional arguments hold) must be buffers, laid out as
 #: they say: calls, outputs, collectives (contiguous)
 NEEDS_BUFFERS = (LoopsCall, LoopsOutput, Start)
-#: ops whose tensor arguments must be realized (a reinterpret aliases its argument's memory)
-NEEDS_MEMORY = (*NEEDS_BUFFERS, Reinterpret)
-#: ops whose tensor results are named bufN (nodes computed from a body, calls, collectives)
-NAMED_BUFFERS = (Pointwise, LoopsCall, Start, WaitTensor)
+#: ops whose tensor arguments must be realized (a reinterpret aliases its argument's memory, a
+#: scatter updates its target's)
+NEEDS_MEMORY = (*NEEDS_BUFFERS, Reinterpret, Scatter)
+#: ops whose tensor results are named bufN (nodes computed from a body, scatters, calls,
+#: collectives)
+NAMED_BUFFERS = (Pointwise, Scatter, LoopsCall, Start, WaitTensor)
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,9 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
             strides = contiguous_strides(node.result.type.shape)
             node.layout = "flexible"
         node.result.type = dataclasses.replace(node.result.type, strides=strides)
+    for op in block.ops:  # a scatter's result is its target's memory
+        if isinstance(op, Scatter):
+            op.result.type = op.target.type
     _copy_misplaced(block)
     _name_buffers(block)
     flatten_buffer_loads(block)
@@ -151,6 +157,8 @@ def _fixed_layouts(block: Block) -> dict[Operation, Strides]:
             continue
         for value, strides in zip(iter_values(op.args), required_strides(op)):
             node = producer(value)
+            while isinstance(node, Scatter):  # laid out as the target it updates
+                node = producer(node.target)
             if strides is not None and isinstance(node, Pointwise):
                 if not is_realized(node):
                     layouts.setdefault(node, strides)

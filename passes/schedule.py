@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import sympy
 from mind.analysis.deps import INDEXED, Dep, buffer_dep, set_node_deps, split_reads
-from mind.analysis.loops import pvar, substitute
+from mind.analysis.loops import flat_offset, pvar, substitute
 from mind.analysis.views import alias_of
 from mind.dialects.collectives import KINDS
 from mind.dialects.common import Graph
@@ -24,6 +24,7 @@ from mind.dialects.loops import (
     LoopsCall,
     Pointwise,
     Reduction,
+    Scatter,
     is_buffer,
     is_realized,
 )
@@ -56,7 +57,14 @@ def renumber(ops: list[Operation]) -> list[Operation]:
     return ops
 
 
-def _check_loads(op: Pointwise) -> None:
+def _check_inlined(op: Pointwise | Scatter) -> None:
+    """A node schedule can place: a buffer whose body loads buffers only."""
+    if not is_realized(op):
+        raise MindError(
+            f"schedule needs realized loops: '%{op.result.name}' is not a buffer "
+            "(run realize,inline first)",
+            op.loc,
+        )
     for body_op in op.body.ops:
         if isinstance(body_op, Load) and not is_buffer(body_op.source):
             raise MindError(
@@ -68,35 +76,14 @@ def _check_loads(op: Pointwise) -> None:
 
 def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
     """A pointwise or reduction node: its body stores the element (or the reduced value)."""
-    if not is_realized(op):
-        raise MindError(
-            f"schedule needs realized loops: '%{op.result.name}' is not a buffer "
-            "(run realize,inline first)",
-            op.loc,
-        )
-    _check_loads(op)
+    _check_inlined(op)
     t = op.result.type
     xs = list(t.shape)
     rs = list(op.reduction_ranges) if isinstance(op, Reduction) else []
     trivial = _trivial_reduction(op, ScalarType(t.dtype)) if rs else None
     if trivial is not None:  # over no element, or an index kind over one: no loop to run
         rs = []
-    dims = xs + rs
-    kept = [k for k, s in enumerate(dims) if s != 1]
-    drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
-    node = Node.build(
-        "scheduled.node",
-        sizes=([s for s in xs if s != 1], [s for s in rs if s != 1]),
-        device=t.device,
-        origins=list(op.origins or []),
-        template=getattr(op, "template", None),
-        results=[t],
-        names=[op.result.name],
-        regions=[Region()],
-        symbol=f"op{number}",
-        loc=op.loc,
-    )
-    vmap[op.result] = node.result
+    node, drop = _start_node(op, vmap, number, xs, rs, template=getattr(op, "template", None))
     if trivial is not None:
         ops, value = [trivial], trivial.result
     else:
@@ -113,6 +100,59 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
     index = sum((pvar(k) * s for k, s in enumerate(t.strides)), start=sympy.Integer(0))
     store_index = substitute(as_int_like(index), drop)
     ops.append(Store.build("scheduled.store", buffer=node.result, index=store_index, value=value))
+    return _finish_node(node, ops)
+
+
+def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
+    """A scatter: a node over its ranges that updates its target's buffer in place, its store at
+    the (indirect) flat offset the target's strides give, with the scatter's mode."""
+    _check_inlined(op)
+    node, drop = _start_node(op, vmap, number, list(op.ranges), [], updates=vmap[op.target])
+    ops, value = _body(op, vmap, drop)
+    term = op.body.terminator
+    index = substitute(flat_offset(op.result, term.index), drop)
+    indirect = [vmap[v] for v in term.indirect or []] or None
+    ops.append(
+        Store.build(
+            "scheduled.store",
+            buffer=node.result,
+            index=index,
+            value=value,
+            indirect=indirect,
+            mode=op.mode,
+            loc=term.loc,
+        )
+    )
+    return _finish_node(node, ops)
+
+
+def _start_node(
+    op: Pointwise | Scatter, vmap: dict[Value, Value], number: int, xs: list, rs: list, **fields
+) -> tuple[Node, dict]:
+    """The empty node `@op<number>` for `op`, over its x then r loops less those of size 1, and
+    the substitution that drops them (their variable is 0, the others renumbered)."""
+    dims = xs + rs
+    kept = [k for k, s in enumerate(dims) if s != 1]
+    drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
+    t = op.result.type
+    node = Node.build(
+        "scheduled.node",
+        sizes=([s for s in xs if s != 1], [s for s in rs if s != 1]),
+        device=t.device,
+        origins=list(op.origins or []),
+        results=[t],
+        names=[op.result.name],
+        regions=[Region()],
+        symbol=f"op{number}",
+        loc=op.loc,
+        **fields,
+    )
+    vmap[op.result] = node.result
+    return node, drop
+
+
+def _finish_node(node: Node, ops: list[Operation]) -> Node:
+    """`node` with its body ops (numbered %0, %1, ...) and the MemoryDeps they give."""
     for body_op in renumber(ops):
         node.body.append(body_op)
     set_node_deps(node)
@@ -193,8 +233,8 @@ def schedule_graph(graph: Operation) -> Operation:
     block = Block(args)
     count = 0
     for op in graph.body.ops:
-        if isinstance(op, Pointwise):
-            new = _node(op, vmap, count)
+        if isinstance(op, Pointwise | Scatter):
+            new = (_scatter_node if isinstance(op, Scatter) else _node)(op, vmap, count)
             count += 1
         elif op.name in AS_SCHEDULED:
             new = AS_SCHEDULED[op.name](op, vmap)

@@ -28,6 +28,7 @@ from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, PERSISTENT_MAX, SM_C
 from mind.codegen.plan import python_name
 from mind.dialects.collectives import KINDS, Start, waits_of
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
+from mind.dialects.scheduled import Node
 from mind.dialects.triton import Launch
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
@@ -62,11 +63,20 @@ def _last_uses(block: Block) -> dict[Value, int]:
     }
 
 
+def memory_of(op: Operation) -> Value | None:
+    """The buffer whose memory `op`'s result is: a reinterpret's, or the one a node updates in
+    place (a scatter's target); None when `op` makes its own."""
+    if isinstance(op, Reinterpret):
+        return op.buffer
+    return op.updates if isinstance(op, Node) else None
+
+
 def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: set[Value]) -> None:
-    """A buffer stays live while a reinterpret of it is, and is an output when one is."""
+    """A buffer stays live while a reinterpret of it (or its update in place) is, and is an
+    output when one is."""
     for op in reversed(ops):
-        if isinstance(op, Reinterpret):
-            base = op.buffer
+        base = memory_of(op)
+        if base is not None:
             last[base] = max(last[base], last[op.result])
             if op.result in outputs:
                 outputs.add(base)
@@ -86,9 +96,11 @@ def _hold_in_flight(ops: list[Operation], last: dict[Value, int]) -> None:
 
 
 def _pooled(value: Value) -> bool:
-    """Whether `value`'s memory may be taken over once it is dead: not an alias (a reinterpret),
-    nor a start's result (the memory is its wait's result, which enters the pool instead)."""
-    return alias_of(value) is None and not isinstance(value.owner, Start)
+    """Whether `value`'s memory may be taken over once it is dead: not an alias (a reinterpret,
+    a scatter's update in place), nor a start's result (the memory is its wait's result, which
+    enters the pool instead)."""
+    owner = value.owner
+    return memory_of(owner) is None and not isinstance(owner, Start)
 
 
 @dataclass(frozen=True)
@@ -185,9 +197,13 @@ class _WrapperBuilder:
         return self.values[result]
 
     def on_node(self, node: Operation) -> None:
-        """The node's buffers, then its plan's temporaries, launches and kernels (codegen/)."""
+        """The node's buffers (or the one it updates in place), then its plan's temporaries,
+        launches and kernels (codegen/)."""
         for result in node.results:
-            self.allocate(result)
+            if node.updates is not None:
+                self.values[result] = self.values[node.updates]
+            else:
+                self.allocate(result)
         plan = plan_node(node, self.options, self.values, len(self.kernels))
         for temporary in plan.temporaries:
             self.allocate(temporary)

@@ -29,6 +29,7 @@ import sympy
 from mind.dialects.collectives import KINDS, call_args, torch_target
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.dialects.store_modes import STORE_MODES
 from mind.dialects.triton import dtype_of, shape_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value, fresh_name
@@ -205,11 +206,7 @@ def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
     lines = []
     for op in ops:
         if op.name == "triton.store":
-            ptr, offset, value = (_value_text(x, n) for x in (op.ptr, op.offset, op.value))
-            mask = op.mask
-            lines.append(
-                f"{pad}tl.store({ptr} + ({offset}), {value}{', ' + n(mask) if mask else ''})"
-            )
+            lines.append(pad + _store(op, n))
         elif op.name == "triton.device_assert":
             mask = f", {n(op.mask)}" if op.mask is not None else ""
             lines.append(f"{pad}tl.device_assert({n(op.ok)}, {op.msg!r}{mask})")
@@ -221,6 +218,16 @@ def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
             targets = ", ".join(n(r) for r in op.results)
             lines.append(f"{pad}{targets} = {_kernel_op(op, n)}")
     return lines
+
+
+def _store(op: Operation, n: Names) -> str:
+    """`tl.store(ptr + (offset), value, mask)`, or with a mode its atomic (relaxed: no other
+    memory is ordered by it), as Inductor emits `tl.atomic_add(..., sem='relaxed')`."""
+    ptr, offset, value = (_value_text(x, n) for x in (op.ptr, op.offset, op.value))
+    mask = f", {n(op.mask)}" if op.mask is not None else ""
+    if op.mode is None:
+        return f"tl.store({ptr} + ({offset}), {value}{mask})"
+    return f"{STORE_MODES[op.mode].triton}({ptr} + ({offset}), {value}{mask}, sem='relaxed')"
 
 
 def _for_lines(op: Operation, n: Names, depth: int) -> list[str]:

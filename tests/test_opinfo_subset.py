@@ -28,6 +28,8 @@ OPS = {
     "nn.functional.layer_norm": "own kernels",
     "cat": "own kernels",
     "index_select": "own kernels",
+    "scatter_add": "own kernels",
+    "index_put": "own kernels",
     "heaviside": "own kernels",
     "logaddexp": "own kernels",
     "cumsum": None,

@@ -33,7 +33,11 @@ from mind.tools.split import split_input
 
 LIT = Path(__file__).resolve().parent.parent / "lit_tests"
 INPUTS = ["schedule/schedule.loops", "fuse/fuse.loops", "fuse/refusals.loops"]
-INPUTS += ["merge_loops/merge_loops.loops", "merge_loops/after_fuse.loops"]
+INPUTS += [
+    "merge_loops/merge_loops.loops",
+    "merge_loops/after_fuse.loops",
+    "schedule/scatter.loops",
+]
 
 
 def random_inputs(graph: Operation) -> list[torch.Tensor]:
@@ -43,7 +47,10 @@ def random_inputs(graph: Operation) -> list[torch.Tensor]:
         t = arg.type
         assert isinstance(t, TensorType)
         x = torch.empty_strided(t.shape, t.strides, dtype=to_torch(t.dtype))
-        out.append(x.copy_(torch.randn(t.shape, generator=gen)))
+        if t.dtype.is_floating_point:
+            out.append(x.copy_(torch.randn(t.shape, generator=gen)))
+        else:  # small and non-negative: an index into any dim of 4 or more (a scatter's)
+            out.append(x.copy_(torch.randint(0, 4, t.shape, generator=gen)))
     return out
 
 

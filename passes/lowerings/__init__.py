@@ -24,6 +24,7 @@ FAMILIES = (
     "creation",
     "reductions",
     "indexing",
+    "scatter",
     "extern",
 )
 

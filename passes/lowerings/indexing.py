@@ -3,10 +3,13 @@ the index of the load from another (`loops.load(%w, 16*i0 + p2) {indirect = [%0]
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
 from mind.ir.diagnostics import MindError
+from mind.ir.symbols import IntLike
 
 from . import Unsupported, register_lowering
 from .common import is_tensor, norm_dim
@@ -14,17 +17,55 @@ from .common import is_tensor, norm_dim
 aten = torch.ops.aten
 
 
-def index_value(b, t: Value, index, size, wrap: bool = True) -> Value:
+def index_value(b, t: Value, index, size, wrap: bool = True, check: bool = True) -> Value:
     """The i64 index read from `t`; negative positions count from the end (`size`). Out of
-    bounds, the kernel asserts (as Inductor's do) where eager raises an IndexError."""
+    bounds, the kernel asserts (as Inductor's do) where eager raises an IndexError; `check=False`
+    (the `_unsafe` ops) trusts the index."""
     v = b.cast(b.load(t, index), dt.i64)
-    if wrap:
-        negative = b.lt(v, b.constant(0, dt.i64))
-        bound = b.constant(size, dt.i64)
+    negative = b.lt(v, b.constant(0, dt.i64)) if wrap else None
+    bound = b.constant(size, dt.i64) if wrap or check else None
+    if negative is not None:
         v = b.where(negative, b.add(v, bound), v)
-    else:
-        bound = b.constant(size, dt.i64)
-    return b.check_index(v, bound)
+    return b.check_index(v, bound) if check else v
+
+
+def broadcast_sizes(shapes: list[tuple[IntLike, ...]]) -> list[IntLike]:
+    """The shape tensors of `shapes` broadcast to (aligned right, a 1 stretches)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[IntLike] = [1] * rank
+    for shape in shapes:
+        for k, size in enumerate(shape, start=rank - len(shape)):
+            if out[k] == 1:
+                out[k] = size
+    return out
+
+
+def advanced_index(x: Value, indices: list, check: bool = True) -> tuple[list[IntLike], Callable]:
+    """Advanced indexing `x[indices]` (None where a dim is taken whole): the shape it gives and,
+    for an index of that shape, the index into `x` it reads. The index tensors broadcast to one
+    shape B; adjacent indexed dims are replaced by B in place, scattered ones put B first."""
+    shape = list(x.type.shape)
+    indices = list(indices) + [None] * (len(shape) - len(indices))
+    used = [d for d, t in enumerate(indices) if t is not None]
+    if not used:
+        raise MindError("advanced indexing needs at least one index tensor")
+    if any(not is_tensor(indices[d]) or indices[d].type.dtype in (dt.b8, dt.u8) for d in used):
+        raise Unsupported("boolean mask indices (data-dependent shape)")
+    bshape = broadcast_sizes([indices[d].type.shape for d in used])
+    nb = len(bshape)
+    start = used[0] if used == list(range(used[0], used[-1] + 1)) else 0
+    kept = [n for d, n in enumerate(shape) if indices[d] is None]
+    out = [*kept[:start], *bshape, *kept[start:]]
+
+    def source(b, idx):
+        bidx = idx[start : start + nb]
+        rest = iter(idx[:start] + idx[start + nb :])
+        return [
+            index_value(b, t, bidx, shape[d], check=check) if t is not None else next(rest)
+            for d, t in enumerate(indices)
+        ]
+
+    return out, source
 
 
 @register_lowering(aten.embedding)
@@ -69,25 +110,15 @@ def index_select(ctx, x, dim, index):
 
 @register_lowering(aten.index.Tensor)
 def index(ctx, x, indices):
-    """Advanced indexing: the index tensors broadcast to one shape B; adjacent indexed dims are
-    replaced by B in place, scattered ones put B first."""
+    return _index(ctx, x, indices, check=True)
+
+
+@register_lowering(aten._unsafe_index.Tensor)
+def unsafe_index(ctx, x, indices):
+    return _index(ctx, x, indices, check=False)
+
+
+def _index(ctx, x, indices, check: bool):
     out = ctx.out
-    indices = list(indices) + [None] * (x.type.rank - len(indices))
-    used = [d for d, t in enumerate(indices) if t is not None]
-    if not used:
-        raise MindError("'aten.index.Tensor' needs at least one index tensor")
-    if any(not is_tensor(indices[d]) or indices[d].type.dtype in (dt.b8, dt.u8) for d in used):
-        raise Unsupported("boolean mask indices (data-dependent shape)")
-    nb = max(indices[d].type.rank for d in used)
-    adjacent = used == list(range(used[0], used[-1] + 1))
-    start = used[0] if adjacent else 0
-
-    def body(b, idx):
-        bidx = idx[start : start + nb]
-        rest = iter(idx[:start] + idx[start + nb :])
-        src = []
-        for d, t in enumerate(indices):
-            src.append(index_value(b, t, bidx, x.type.shape[d]) if t is not None else next(rest))
-        return b.load(x, src)
-
-    return ctx.pointwise(out.dtype, out.shape, body)
+    _, source = advanced_index(x, indices, check)
+    return ctx.pointwise(out.dtype, out.shape, lambda b, idx: b.load(x, source(b, idx)))

@@ -1,0 +1,200 @@
+"""Scatters as Inductor lowers them: a copy of `self` (a buffer the graph owns), then a
+`loops.scatter` node that writes into it, over the iteration of the index (or values), each
+element to the index its body computes. Duplicate indices accumulate through the store mode
+(`atomic_add`); a plain scatter overwrites (one duplicate wins, as in eager).
+
+What stays an ATen call, as in Inductor (`use_scatter_fallback`,
+`needs_fallback_due_to_atomic_add_limitations`): every scatter under
+`torch.use_deterministic_algorithms` (`lower{deterministic=true}`: atomics land in any order),
+reductions without an atomic (prod, mean, amax, amin), int64 and bool accumulation, bf16
+accumulation where the target has no bf16 atomics (Triton's interpreter; CUDA before sm90),
+and boolean mask indices, except `x[mask] = v` with one value, which is a `where`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import sympy
+import torch
+from mind.analysis.loops import pvars
+from mind.dialects.loops import Scatter, YieldAt
+from mind.dialects.store_modes import BY_REDUCE
+from mind.ir import dtypes as dt
+from mind.ir.core import Block, Region, Value
+from mind.ir.dtypes import Device, DType
+from mind.ir.symbols import IntLike
+
+from ..lower import BodyBuilder, LowerCtx, indirect_index
+from . import Unsupported, register_lowering
+from .common import is_tensor, norm_dim, operand
+from .indexing import advanced_index, index_value
+
+aten = torch.ops.aten
+
+#: accumulations Inductor keeps in ATen on every target
+ATEN_ACCUMULATES = (dt.i64, dt.b8)
+#: what a scatter body gives: the index into the target (body values in it are indirect) and
+#: the value that goes there
+ScatterFn = Callable[[BodyBuilder, list], tuple[Sequence[IntLike | Value], Value]]
+
+
+def has_atomic(dtype: DType, device: Device | None) -> bool:
+    """Whether kernels on `device` add `dtype` atomically: bf16 needs sm90 (Triton's interpreter,
+    on CPU, has no bf16 atomics either)."""
+    if dtype != dt.bf16:
+        return True
+    if device is None or device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_capability(device.index or 0) >= (9, 0)
+
+
+def store_mode(ctx: LowerCtx, reduce: str | None, dtype: DType) -> str | None:
+    """The store mode computing `reduce` (None: overwrite), or Unsupported where Inductor runs
+    the scatter in ATen."""
+    if ctx.deterministic:
+        raise Unsupported("deterministic algorithms: scatters run in ATen")
+    if reduce is None:
+        return None
+    mode = BY_REDUCE.get(reduce)
+    if mode is None:
+        raise Unsupported(f"no atomic computes scatter reduce '{reduce}'")
+    if dtype in ATEN_ACCUMULATES or dtype not in mode.dtypes:
+        raise Unsupported(f"{mode.name} of {dtype}")
+    if not has_atomic(dtype, ctx.out.device):
+        raise Unsupported(f"{mode.name} of {dtype} on {ctx.out.device}")
+    return mode.name
+
+
+def copy_of(ctx: LowerCtx, x: Value) -> Value:
+    """A node holding `x`'s elements: a scatter's target, which it may overwrite."""
+    return ctx.pointwise(x.type.dtype, x.type.shape, lambda b, idx: b.load(x, idx))
+
+
+def scatter_node(
+    ctx: LowerCtx, target: Value, ranges: Sequence[IntLike], mode: str | None, fn: ScatterFn
+) -> Value:
+    """`loops.scatter(target)` over `ranges`: `fn(b, idx)` gives each element's index in the
+    target and its value (cast to the target's dtype)."""
+    block = Block()
+    b = BodyBuilder(block)
+    where, value = fn(b, pvars(0, len(ranges)))
+    value = b.cast(value, target.type.dtype)
+    index, indirect = indirect_index(where)
+    block.append(
+        YieldAt.build("loops.yield_at", value=value, index=index, indirect=indirect or None)
+    )
+    op = Scatter.build(
+        "loops.scatter", target=target, ranges=list(ranges), mode=mode, origins=[ctx.origin],
+        results=[target.type], names=[ctx.fresh(f"{ctx.base}_scatter")], regions=[Region(block)],
+    )  # fmt: skip
+    return ctx.node(op).result
+
+
+def _empty(ranges: Sequence[IntLike]) -> bool:
+    return any(isinstance(n, int | sympy.Integer) and int(n) == 0 for n in ranges)
+
+
+# -- scatter, scatter_add, scatter_reduce -------------------------------------------------------
+def _scatter(ctx, x, dim, index, src, reduce: str | None, include_self: bool = True):
+    """`out[p with dim replaced by index[p]] (op)= src[p]` over the index's shape; an index out
+    of [0, size) asserts (negative ones too: scatter does not wrap them)."""
+    mode = store_mode(ctx, reduce, x.type.dtype)
+    rank = x.type.rank
+    if index.type.rank != rank and rank and index.type.rank:
+        raise Unsupported("an index of another rank than self")
+    dim = norm_dim(dim, rank)
+    ranges = list(index.type.shape) or [1]  # a 0-d index: one element
+    target = copy_of(ctx, x)
+    if _empty(ranges):
+        return target
+    size = x.type.shape[dim] if rank else 1
+
+    def where(b, idx) -> list:
+        i = index_value(b, index, idx, size, wrap=False)
+        return [*idx[:dim], i, *idx[dim + 1 :]] if rank else []
+
+    def zero(b, idx):
+        return where(b, idx), b.constant(0, x.type.dtype)
+
+    def value(b, idx):
+        return where(b, idx), operand(b, src, idx, x.type.dtype)
+
+    if not include_self:  # the indexed elements start from 0, not from self's
+        target = scatter_node(ctx, target, ranges, None, zero)
+    return scatter_node(ctx, target, ranges, mode, value)
+
+
+@register_lowering(aten.scatter.src, aten.scatter.value)
+def scatter(ctx, x, dim, index, src):
+    return _scatter(ctx, x, dim, index, src, None)
+
+
+#: scatter's `reduce=` names as scatter_reduce's
+_SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}
+
+
+@register_lowering(aten.scatter.reduce, aten.scatter.value_reduce)
+def scatter_with_reduce(ctx, x, dim, index, src, *, reduce):
+    return _scatter(ctx, x, dim, index, src, _SCATTER_REDUCE.get(reduce, reduce))
+
+
+@register_lowering(aten.scatter_add)
+def scatter_add(ctx, x, dim, index, src):
+    return _scatter(ctx, x, dim, index, src, "sum")
+
+
+@register_lowering(aten.scatter_reduce.two)
+def scatter_reduce(ctx, x, dim, index, src, reduce, *, include_self=True):
+    return _scatter(ctx, x, dim, index, src, reduce, include_self)
+
+
+# -- index_put --------------------------------------------------------------------------------
+@register_lowering(aten.index_put)
+def index_put(ctx, x, indices, values, accumulate=False):
+    return _index_put(ctx, x, indices, values, accumulate, check=True)
+
+
+@register_lowering(aten._unsafe_index_put)
+def unsafe_index_put(ctx, x, indices, values, accumulate=False):
+    return _index_put(ctx, x, indices, values, accumulate, check=False)
+
+
+def _index_put(ctx, x, indices, values, accumulate: bool, check: bool):
+    """`x[indices] (+)= values`: over the shape `x[indices]` has, values broadcast to it."""
+    masked = _mask_fill(ctx, x, indices, values, accumulate)
+    if masked is not None:
+        return masked
+    mode = store_mode(ctx, "sum" if accumulate else None, x.type.dtype)
+    ranges, source = advanced_index(x, indices, check)
+    target = copy_of(ctx, x)
+    if _empty(ranges):
+        return target
+
+    def body(b, idx):
+        return source(b, idx), operand(b, values, idx, x.type.dtype)
+
+    return scatter_node(ctx, target, ranges, mode, body)
+
+
+def _mask_fill(ctx, x, indices, values, accumulate: bool) -> Value | None:
+    """`x[mask] (+)= v` with one bool (or uint8) mask and one value: a `where` over x (Inductor's
+    index_put_as_masked_fill); None for any other index_put."""
+    if len(indices) != 1 or not is_tensor(indices[0]) or not is_tensor(values):
+        return None
+    mask = indices[0]
+    if mask.type.dtype not in (dt.b8, dt.u8) or math.prod(values.type.shape) != 1:
+        return None
+    dtype = x.type.dtype
+    math_dtype = dt.upcast(dtype)
+
+    def body(b, idx):
+        old = b.load(x, idx)
+        new = b.cast(b.load(values, [0] * values.type.rank), math_dtype)
+        if accumulate:
+            new = b.add(b.cast(old, math_dtype), new)
+        chosen = b.cast(b.load(mask, idx[: mask.type.rank]), dt.b8)
+        return b.where(chosen, b.cast(new, dtype), old)
+
+    return ctx.pointwise(dtype, x.type.shape, body)
