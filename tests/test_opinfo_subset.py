@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is a plain folder
 
-from benchmarks.opinfo import category, check_op, op_names  # noqa: E402
+from benchmarks.opinfo import category, check_op, merged, op_names  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -50,3 +50,13 @@ def test_op_matches_eager(op):
     if OPS[op]:
         assert bucket == OPS[op], vars(cell)
 
+
+def test_a_sweep_of_some_ops_updates_their_rows():
+    earlier = [{"op": "abs", "v": 1}, {"op": "cumsum", "v": 1}, {"op": "sort", "v": 1}]
+    rows = [{"op": "sort", "v": 2}, {"op": "cumsum", "v": 2}, {"op": "new", "v": 2}]
+    assert merged(earlier, rows) == [
+        {"op": "abs", "v": 1},
+        {"op": "cumsum", "v": 2},
+        {"op": "sort", "v": 2},
+        {"op": "new", "v": 2},
+    ]
