@@ -2,8 +2,9 @@
 SchedulerNode) whose body ends in an explicit `scheduled.reduction` (a `scheduled.scan`, a
 `scheduled.sort`) and `scheduled.store`, with its iteration sizes `([x], [r])` and MemoryDeps;
 extern and fallback calls become `scheduled.extern`. A scan or sort runs its axis as the r loop
-(its other dims are the x loops), storing along it. Size-1 loops are dropped (their variable is
-0), as Inductor's loop simplification does, so that nodes over `[4, 1]` and `[4]` iterate alike.
+(its other dims are the x loops), storing along it. A node whose buffer nothing reads is dropped,
+as Inductor's scheduler drops dead nodes. Size-1 loops are dropped (their variable is 0), as
+Inductor's loop simplification does, so that nodes over `[4, 1]` and `[4]` iterate alike.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
-from mind.analysis.deps import INDEXED, Dep, buffer_dep, set_node_deps, split_reads
+from mind.analysis.deps import INDEXED, Dep, buffer_dep, readers, set_node_deps, split_reads
 from mind.analysis.loops import pvar, substitute
 from mind.analysis.views import alias_of
 from mind.dialects.common import Graph
@@ -246,9 +247,18 @@ def schedule_graph(graph: Operation) -> Operation:
                 op.loc,
             )
         block.append(new)
+    _drop_dead_nodes(block)
     return Graph.build(
         "scheduled.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc
     )
+
+
+def _drop_dead_nodes(block: Block) -> None:
+    """Nodes whose buffers nothing reads go (the positions of a max whose values alone are
+    used, the values of an argsort), as Inductor's dead_node_elimination; ATen calls stay."""
+    for op in reversed(list(block.ops)):
+        if isinstance(op, Node) and not any(readers(r, block) for r in op.results):
+            op.erase()
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from mind.tools.split import split_input
 LIT = Path(__file__).resolve().parent.parent / "lit_tests"
 INPUTS = ["schedule/schedule.loops", "fuse/fuse.loops", "fuse/refusals.loops"]
 INPUTS += ["merge_loops/merge_loops.loops", "merge_loops/after_fuse.loops"]
-INPUTS += ["schedule/scans.loops", "fuse/scans.loops"]
+INPUTS += ["schedule/scans.loops", "schedule/dead.loops", "fuse/scans.loops"]
 
 
 def random_inputs(graph: Operation) -> list[torch.Tensor]:
