@@ -76,7 +76,7 @@ class Reduction:
 
 
 def neutral_value(neutral_of: str, dtype: DType) -> float | int | bool:
-    """ "zero", "one", "lowest" or "highest" as a number of `dtype` (b8: False, True)."""
+    """A neutral value by name ("zero", "one", "lowest", "highest") as a number of `dtype`."""
     if dtype == dt.b8:
         return neutral_of in ("one", "highest")
     table = {"zero": 0, "one": 1, "lowest": dt.lowest(dtype), "highest": dt.highest(dtype)}

@@ -131,19 +131,28 @@ def test_empty_and_one_element_dims(shape, dim):
 
 
 @pytest.mark.parametrize(
-    "fn", [lambda x: scans(x, 1), lambda x: torch.cummax(x, 0), lambda x: sorts(x, 1)]
+    "fn, kernel",
+    [
+        (lambda x: (x.cumsum(1), torch.logcumsumexp(x, 1)), "while r0_offset < r0_numel:"),
+        (lambda x: torch.cummax(x, 0), "while r0_offset < r0_numel:"),
+        (lambda x: sorts(x, 1), "torch.ops.aten.sort.default"),
+    ],
+    ids=["scans", "cummax_dim0", "sorts"],
 )
-def test_dynamic_sizes_compile_once(fn):
-    """A symbolic scan runs a looped kernel for any length; a symbolic sort stays ATen's."""
+def test_dynamic_sizes_compile_once(fn, kernel):
+    """A symbolic scan runs a looped kernel for any length (here in blocks of 16, so that rows
+    of 17 and 40 take several); a symbolic sort stays ATen's."""
     counters.clear()
     torch._dynamo.reset()
-    compiled = torch.compile(fn, backend="mind", dynamic=True)
+    pipeline = PIPELINE.replace("to-triton", "to-triton{max-r-block=16}")
+    compiled = torch.compile(fn, backend="mind", dynamic=True, options={"pipeline": pipeline})
     with no_fallback():
         for shape in ((3, 10), (5, 17), (2, 40)):
             x = torch.randn(shape)
             for g, w in zip(leaves(compiled(x)), leaves(fn(x)), strict=True):
                 torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
     assert counters["stats"]["unique_graphs"] == 1
+    assert kernel in source(fn, torch.randn(3, 10), pipeline=pipeline, dynamic=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)
@@ -184,6 +193,22 @@ def test_scan_fuses_with_its_producer_and_consumer():
     x = torch.randn(4, 33)
     check(fn, x)
     assert source(fn, x).count("@triton.jit") == 1
+
+
+def test_gradients_through_scans_and_sorts():
+    """Backward graphs scan too (cumsum's gradient is a reversed cumsum)."""
+
+    def loss(x):
+        top = torch.sort(x, 1, descending=True).values[:, :3]
+        return (x.cumsum(1) * x).sum() + torch.logcumsumexp(x, 0).sum() + top.sum()
+
+    x = torch.randn(4, 37, requires_grad=True)
+    torch._dynamo.reset()
+    with no_fallback():
+        torch.compile(loss, backend="mind")(x).backward()
+    got, x.grad = x.grad, None
+    loss(x).backward()
+    torch.testing.assert_close(got, x.grad)
 
 
 def test_loops_evaluator_agrees_with_eager():
