@@ -119,7 +119,8 @@ def _size(size: dict[str, int]) -> str:
 
 
 def _notes(rows: list[Row]) -> list[str]:
-    """Every error, failed check, fallback and graph break, below the table."""
+    """Every error, failed check, fallback, graph break and call that CUDA graphs did not
+    replay, below the table."""
     notes = []
     for r in rows:
         name = " ".join(str(r[f]) for f in FIELDS)
@@ -130,6 +131,9 @@ def _notes(rows: list[Row]) -> list[str]:
         notes += [f"- {name}: fallback: {m}" for m in r.get("fallback", ())]
         if r.get("graph_breaks"):
             notes.append(f"- {name}: {r['graph_breaks']} graph break(s), {r['graphs']} graphs")
+        if any(k.startswith("unrecorded") for k in r.get("cudagraphs", {})):
+            counts = ", ".join(f"{k} {n}" for k, n in r["cudagraphs"].items())
+            notes.append(f"- {name}: CUDA graphs: {counts}")
     return ["", *notes] if notes else []
 
 

@@ -233,6 +233,8 @@ def measure(task: Task, lock, row: dict[str, object]) -> None:
         if stats is not None:
             row["kernels"], row["gpu_ms"] = stats
             row["host_ms"] = row["wall_ms"] - row["gpu_ms"]
+    if BACKENDS[task.backend] is not None:  # how mind's CUDA graphs served the row's calls
+        row["cudagraphs"] = dict(torch._dynamo.utils.counters["mind_cudagraphs"])
 
 
 def run(task: Task, lock=None) -> dict[str, object]:

@@ -121,7 +121,12 @@ class KernelBuilder:
         inputs = list(dict.fromkeys(loads))
         args, launch, ptrs = [], [], {}
         for i, value in enumerate(inputs):
-            ptrs[value] = Value(f"in_ptr{i}", ptr_type(value.type.dtype))
+            by_value = passed_by_value(value.type, self.node.device)
+            ptrs[value] = (
+                Value(f"in_scalar{i}", ScalarType(by_value))
+                if by_value
+                else Value(f"in_ptr{i}", ptr_type(value.type.dtype))
+            )
             args.append(ptrs[value])
             launch.append(buffers[value])
         for i, result in enumerate(self.node.results):
@@ -285,6 +290,15 @@ class KernelBuilder:
 
     def on_load(self, scope: Scope, op: Operation) -> None:
         src = op.source
+        if isinstance(self.ptrs[src].type, ScalarType):  # a CPU scalar, passed by value
+            value = self.ptrs[src]
+            if dtype_of(value) != src.type.dtype:
+                value = self.emit(scope, "cast", [value], src.type.dtype, ())
+            block = (1,) * self.tiling.groups[0].rank
+            scope.values[op.result] = self.emit(
+                scope, "broadcast_to", [value], src.type.dtype, block
+            )
+            return
         offset = self.index(scope, op.index, op.indirect or ())
         mask = self.mask(scope, self.groups_of(offset))
         attrs = {}
@@ -400,6 +414,19 @@ class KernelBuilder:
         for op in again:
             self.translate(redo, op)
         return redo.values[value]
+
+
+#: how Triton types a Python scalar of each kind: the type of a parameter passed by value
+BY_VALUE = {"f": dt.f32, "i": dt.i64, "u": dt.i64, "b": dt.b8}
+
+
+def passed_by_value(t: TensorType, device) -> dt.DType | None:
+    """The parameter type of a 0-d CPU tensor read by a kernel on another device (Dynamo makes
+    a Python float such an input under `dynamic=True`): the kernel cannot read CPU memory, so
+    the launch passes its value, as Inductor does; None for a tensor passed as a pointer."""
+    if t.shape or t.device is None or t.device.type != "cpu" or device.type == "cpu":
+        return None
+    return BY_VALUE.get(t.dtype.kind)
 
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)

@@ -35,7 +35,7 @@ from mind.ir.dtypes import DTYPES, DType
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result, var_args, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 from mind.ir.symbols import sym
-from mind.ir.types import OpaqueType, TensorType, Type
+from mind.ir.types import OpaqueType, ScalarType, TensorType, Type
 
 from .common import Call, add_graph_ops, add_memory_ops
 from .loops import ORIGINS
@@ -468,6 +468,14 @@ def _verify_launch(op: Launch) -> None:
             f"'@{op.symbol}' takes {len(kernel.body.args)} arguments, launched with {len(op.args)}",
             op.loc,
         )
+    for param, given in zip(kernel.body.args, op.args):
+        if isinstance(param.type, ScalarType) and isinstance(given, Value):
+            if isinstance(given.type, TensorType) and given.type.shape:
+                raise VerifyError(
+                    f"'@{op.symbol}' takes '%{param.name}' by value: launched with {given.type},"
+                    " not a 0-d tensor",
+                    op.loc,
+                )
     for name, config, _ in op.candidates or []:
         other = _sibling_kernel(op, name)
         if other is None or len(other.body.args) != len(kernel.body.args):

@@ -25,7 +25,7 @@ from mind.analysis.loops import (
 )
 from mind.dialects.loops import Index, Load, Pointwise, View, Yield, is_buffer, is_realized
 from mind.ir import dtypes as dt
-from mind.ir.core import Block, Operation, Value, iter_values
+from mind.ir.core import Block, Operation, Value
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, sym
@@ -49,7 +49,7 @@ def inline_graph(graph: Operation) -> None:
         if isinstance(op, Pointwise | View) and not is_realized(op):
             dropped.append(op)
             continue
-        for value in iter_values(op.args):
+        for value in op.operands:
             if isinstance(value.type, TensorType) and not is_buffer(value):
                 raise MindError(
                     f"'{op.name}' reads '%{value.name}', which is not a buffer: run realize first",

@@ -290,7 +290,7 @@ def _choose(block: Block, opts: Realize) -> list[Operation]:
         producer(base_of(v))
         for op in block.ops
         if isinstance(op, NEEDS_MEMORY)
-        for v in iter_values(op.args)
+        for v in op.operands
     }
     chosen: set[Operation] = set()
     costs: dict[Operation, Cost] = {}

@@ -124,11 +124,11 @@ class Tuned:
         return times
 
     def arguments(self) -> list:
-        """Zero-filled buffers of the pointer arguments' sizes, and the integer arguments."""
+        """Zero-filled buffers of the pointer arguments' sizes, and the scalar arguments."""
         extents = iter(self.extents)
         args = []
         for entry in self.candidates[0].binding.signature:
-            if isinstance(entry, int):
+            if isinstance(entry, (int, float)):
                 args.append(entry)
             else:
                 dtype = entry.dtype if isinstance(entry, misaligned) else entry

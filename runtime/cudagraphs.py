@@ -31,11 +31,20 @@ from dataclasses import dataclass, field
 import torch
 from mind.ir.diagnostics import user_stacklevel
 from mind.ir.logs import channel
+from torch._dynamo.utils import counters
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .launch import reinterpret_tensor
 
 log = channel("cudagraphs")
+
+
+def count(outcome: str) -> None:
+    """How a call went (replay, record, warm-up, unrecorded: why), counted in Dynamo's
+    `counters["mind_cudagraphs"]` for benchmarks and tests (looked up each time: a reset of the
+    counters replaces the entry)."""
+    counters["mind_cudagraphs"][outcome] += 1
+
 
 Call = Callable[[list], Sequence]
 
@@ -118,29 +127,36 @@ class CudaGraphs:
 
     def __call__(self, args: list) -> Sequence:
         if self.disabled is not None:
+            count("unrecorded: disabled")
             return self.call(args)
         key = self.shape_key(args)
         recordings = self.recordings.get(key)
         if recordings is None:  # a new shape: warm up (allocators, cuBLAS) before recording
             if len(self.recordings) >= self.max_shapes:
                 log.debug("%s: unrecorded, past %d shapes", self.name, self.max_shapes)
+                count("unrecorded: past max shapes")
                 return self.call(args)
             log.info("%s: warm-up of shape %d %s", self.name, len(self.recordings), key or "")
+            count("warm-up")
             self.recordings[key] = []
             return self.call(args)
         for recording in recordings:
             if not recording.busy() and recording.matches(args):
+                count("replay")
                 return recording.replay(args)
         if len(recordings) >= self.max_recordings:
             log.debug(
                 "%s: unrecorded, %d recordings busy or bound elsewhere", self.name, len(recordings)
             )
+            busy = any(r.busy() for r in recordings)
+            count("unrecorded: outputs held" if busy else "unrecorded: inputs moved")
             return self.call(args)
         log.info("%s: recording %d of this shape", self.name, len(recordings))
         return self.record(recordings, args)
 
     def disable(self, reason: str) -> None:
         self.disabled = reason
+        count("unrecorded: disabled")
         log.info("%s: no CUDA graphs: %s", self.name, reason)
         warnings.warn(
             f"mind: graph '{self.name}' runs without CUDA graphs: {reason}",
@@ -177,6 +193,7 @@ class CudaGraphs:
         del outputs, owned
         recording.baseline = [torch._C._storage_Use_Count(ref.cdata) for ref in recording.storages]
         recordings.append(recording)
+        count("record")
         return recording.replay(args)
 
     def _binds(self, index: int, arg) -> bool:

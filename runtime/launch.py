@@ -36,8 +36,8 @@ from .errors import KernelError
 
 log = channel("launch")
 
-#: placeholder values that make Triton type an unspecialized integer argument i32 / i64
-I32, I64 = 3, 2**40
+#: placeholder values that make Triton type an unspecialized argument i32 / i64 / fp32 / i1
+I32, I64, F32, I1 = 3, 2**40, 0.5, True
 #: the alignment Triton specializes pointers on
 ALIGNMENT = 16
 #: how a kernel with device asserts compiles (Inductor's options): debug, so that the asserts
@@ -127,9 +127,10 @@ def bind(kernel, device: torch.device, signature: tuple, checked: tuple[int, ...
     """A launcher `fn(grid_x, grid_y, grid_z, stream, *args)` for `kernel` on `device`.
     `signature` gives one entry per non-constexpr parameter: a torch dtype for a pointer
     (`misaligned(dtype)` for one that is never 16-byte aligned), an int for an integer (its value
-    when static, `I32`/`I64` when it varies: the kernel must not specialize on it). Pointers at
-    the positions `checked` are assumed aligned and checked at each launch: a misaligned one
-    takes Triton's JIT path, which specializes for what it gets."""
+    when static, `I32`/`I64` when it varies: the kernel must not specialize on it), `F32`/`I1`
+    for a float/bool passed by value. Pointers at the positions `checked` are assumed aligned
+    and checked at each launch: a misaligned one takes Triton's JIT path, which specializes for
+    what it gets."""
     options = {"num_warps": num_warps, "num_stages": num_stages, **constexprs}
     options |= compile_options(kernel)
     binding = Binding(kernel, device, signature, tuple(checked), constexprs, options)

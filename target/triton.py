@@ -33,7 +33,7 @@ from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value, fresh_name
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import Device
-from mind.ir.types import SymType, TensorType, contiguous_strides, size_symbols
+from mind.ir.types import ScalarType, SymType, TensorType, contiguous_strides, size_symbols
 
 from .pyexpr import is_dotted, py_expr, py_float, py_literal, tl_dtype, torch_dtype
 from .scans import KERNEL_OPS, TUPLES
@@ -46,6 +46,8 @@ from torch._C._dynamo.guards import assert_size_stride
 
 from mind.runtime.autotune import tune
 from mind.runtime.launch import (
+    F32,
+    I1,
     I32,
     I64,
     bind,
@@ -67,6 +69,9 @@ CPU = Device("cpu")
 #: `operator.ge`), as an `aten.call` names them (mind.dialects.pyobjects.ALLOWED_ROOTS); any
 #: other extern symbol is an op name under `torch.ops` (`aten.mm.default`)
 PYTHON_ROOTS = ("torch", "operator", "math", "builtins")
+#: the signature placeholder of a parameter passed by value, by its dtype's kind (see BY_VALUE in
+#: codegen/kernel.py): a value Triton types as that parameter's type
+PLACEHOLDERS = {"f": "F32", "i": "I64", "b": "I1"}
 
 _RESERVED = set(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", HEADER)) | {
     "args", "stream", "range", "float", "int", "len", "print", "min", "max"}  # fmt: skip
@@ -288,6 +293,8 @@ class Host:
     lines: list[str] = field(default_factory=list)
     #: kernel -> the names of its integer arguments that vary between calls
     unspecialized: dict[str, list[str]] = field(default_factory=dict)
+    #: per kernel, the launch arguments passed by value (`.item()` of a 0-d CPU tensor)
+    by_value: dict[str, list[int]] = field(default_factory=dict)
     launchers: dict[str, str] = field(default_factory=dict)
     externs: dict[str, str] = field(default_factory=dict)
     devices: dict[str, str] = field(default_factory=dict)
@@ -321,9 +328,13 @@ class Host:
 
     def bind_launch(self, op: Operation) -> None:
         kernel = self.module.lookup(op.symbol)
-        signature, checked, varying = [], [], []
-        for param, arg in zip(kernel.body.args, op.values):
-            if isinstance(arg, Value) and isinstance(arg.type, TensorType):
+        signature, checked, varying, by_value = [], [], [], []
+        for i, (param, arg) in enumerate(zip(kernel.body.args, op.values)):
+            if isinstance(param.type, ScalarType) and is_tensor(arg):
+                by_value.append(i)  # a 0-d CPU tensor: the launch passes its value
+                varying.append(param.name)
+                signature.append(PLACEHOLDERS[dtype_of(param).kind])
+            elif is_tensor(arg):
                 alignment = self.align_of(arg)
                 if alignment == UNKNOWN:
                     checked.append(len(signature))
@@ -335,10 +346,11 @@ class Host:
                 varying.append(param.name)
                 signature.append("I64" if dtype_of(param) == dt.i64 else "I32")
         self.unspecialized[op.symbol] = varying
+        self.by_value[op.symbol] = by_value
         name = self.names.fresh(f"{op.symbol}_launch")
         self.launchers[op.symbol] = name
-        device = next(a.type.device for a in op.values if isinstance(a, Value)
-                      and isinstance(a.type, TensorType))  # fmt: skip
+        pointers = [a for i, a in enumerate(op.values) if is_tensor(a) and i not in by_value]
+        device = pointers[0].type.device
         checks = f"checked={tuple(checked)!r}, " if checked else ""
         head = f"{self.device(device)}, ({', '.join(signature)}{',' if len(signature) == 1 else ''}), {checks}"
         own = {**kernel.constexprs, "num_warps": kernel.num_warps, "num_stages": kernel.num_stages}
@@ -350,12 +362,8 @@ class Host:
         self.lines.append(f"    {_tuning_key(self.module, candidates, signature)!r},")
         for kernel_name, config, grid in candidates:
             self.lines.append(f"    ({_bind_call(kernel_name, head, config)}, {tuple(grid)!r}),")
-        extents = [
-            _extent(a.type)
-            for a in op.values
-            if isinstance(a, Value) and isinstance(a.type, TensorType)
-        ]
-        self.lines.append(f"    extents={tuple(extents)!r},")
+        extents = tuple(_extent(a.type) for a in pointers)
+        self.lines.append(f"    extents={extents!r},")
         self.lines.append(")")
 
     def bind_extern(self, op: Operation) -> None:
@@ -475,7 +483,10 @@ class Call:
             return f"{n(op.result)} = reinterpret_tensor({n(old)}, {lit(t.shape)}, {lit(t.strides)}, 0)  # reuse"
         if kind == "launch":
             stream = "None" if self.cuda is None else "stream"
-            args = [*(lit(g) for g in op.grid), stream, *(lit(a) for a in op.values)]
+            values = [lit(a) for a in op.values]
+            for i in self.host.by_value[op.symbol]:
+                values[i] += ".item()"
+            args = [*(lit(g) for g in op.grid), stream, *values]
             return f"{self.host.launchers[op.symbol]}({', '.join(args)})"
         if kind == "extern":
             args = [lit(a) for a in op.values] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
@@ -491,6 +502,11 @@ class Call:
         if kind == "output":
             return f"return {lit(tuple(op.values))}"
         raise MindError(f"cannot emit '{op.name}' in a wrapper", op.loc)
+
+
+def is_tensor(value) -> bool:
+    """Whether a launch argument is a tensor (else an int or a size expression)."""
+    return isinstance(value, Value) and isinstance(value.type, TensorType)
 
 
 def symbol_sources(value: Value, name: str) -> dict[str, str]:

@@ -7,19 +7,21 @@ import itertools
 import pytest
 import torch
 from mind.runtime import loader
+from torch._dynamo.utils import counters
 
 from mind import backend
 
 
 @pytest.fixture
 def isolated_runtime(tmp_path, monkeypatch):
-    """A private kernel cache, no dump directory, a fresh Dynamo, graphs named from graph0 again:
-    nothing leaks between tests."""
+    """A private kernel cache, no dump directory, a fresh Dynamo and its counters, graphs named
+    from graph0 again: nothing leaks between tests."""
     monkeypatch.setenv("MIND_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(backend, "_GRAPH_NAMES", (f"graph{i}" for i in itertools.count()))
     monkeypatch.delenv("MIND_DUMP_DIR", raising=False)
     monkeypatch.setattr(loader, "_MODULES", {})
     torch._dynamo.reset()
+    counters.clear()
     yield
     torch._dynamo.reset()
 

@@ -3,6 +3,7 @@ exceptions through, and a fallback runs the graph torch built (so it gives eager
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import warnings
@@ -187,3 +188,18 @@ def test_benchmark_patterns_compile_once_under_dynamic_shapes_and_serve_three_si
                 want = case.fn(*inputs)
                 torch.testing.assert_close(compiled(*inputs), want, rtol=2e-2, atol=2e-2)
         assert counters["stats"]["unique_graphs"] == 1, case.name
+
+
+def test_an_aten_call_with_a_tensor_keyword_compiles():
+    """SDPA's `attn_mask` is a keyword of the ATen call: realize must make it a buffer (GPT-2
+    and Llama from transformers fell back on CPU)."""
+
+    def attention(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=torch.where(m, 0.0, -math.inf))
+
+    q, k, v = (torch.randn(2, 2, 8, 16) for _ in range(3))
+    m = torch.rand(2, 1, 8, 8) > 0.3
+    m[..., 0] = True
+    with no_fallback():
+        got = torch.compile(attention, backend="mind")(q, k, v, m)
+    torch.testing.assert_close(got, attention(q, k, v, m))

@@ -51,22 +51,7 @@ def test_larger_shapes(name):
     )
 
 
-#: programs that fall back to eager on CUDA (with the warning), and why
-GPU_FALLBACKS = {
-    "constants": "a tensor constant made on the GPU inside the graph: AOTAutograd's fake-tensor "
-    "trace of its copy fails under mind's decompositions",
-}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=GPU_FALLBACKS[n], strict=True))
-        if n in GPU_FALLBACKS
-        else n
-        for n in PROGRAMS
-    ],
-)
+@pytest.mark.parametrize("name", list(PROGRAMS))
 def test_program(name):
     fn, make = PROGRAMS[name]
     inputs = [x.cuda() for x in make()]

@@ -63,3 +63,12 @@ def test_demo_prints_every_stage_and_matches_eager(capsys):
     assert headers == ["fx", "aten", "loops", "scheduled", "triton", "emitted"]
     assert "@triton.jit" in out
     assert out.rstrip().endswith("matches eager")
+
+
+def test_ci_runs_the_readme_set_up_commands_as_written():
+    """`.ci/run` must run what a newcomer runs: the two commands of the README's Set up."""
+    readme = (ROOT / "README.md").read_text()
+    setup = readme[readme.index("## Set up") : readme.index("\n## ", readme.index("## Set up") + 1)]
+    commands = [b.strip() for b in re.findall(r"```\n(.*?)```", setup, re.S)]
+    ci = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    assert len(commands) == 2 and all(c in ci for c in commands), (commands, ci)

@@ -182,3 +182,19 @@ def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_p
     (asserting,) = [name for name in loader_options if "embedding" in name]
     assert loader_options[asserting].items() >= DEBUG_OPTIONS.items()
     assert all("debug" not in o for name, o in loader_options.items() if name != asserting)
+
+
+def test_cuda_graphs_count_how_each_call_went():
+    """Without CUDA (CPU inputs) the second call, which would record, disables CUDA graphs with
+    a warning; every call is counted by outcome, as the model benchmark reports them."""
+    from mind.runtime.cudagraphs import CudaGraphs, MindCudaGraphWarning
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    graphs = CudaGraphs(lambda args: [args[0] * 2], "g", set(), lambda a: a[0].shape, 8, 2)
+    x = torch.ones(3)
+    assert graphs([x])[0].tolist() == [2.0, 2.0, 2.0]
+    with pytest.warns(MindCudaGraphWarning, match="graph 'g' runs without CUDA graphs: an input"):
+        graphs([x])
+    graphs([x])
+    assert dict(counters["mind_cudagraphs"]) == {"warm-up": 1, "unrecorded: disabled": 2}
