@@ -9,7 +9,8 @@ whether Dynamo handed mind a graph at all, the kernels mind generated (the `@tri
 functions of the emitted code, and their launch sites), whether the graphs ran ATen calls only,
 and each fallback's reason. Ops run one after another in a worker process, so a hang (per-op
 timeout) or a crash costs that op only: the parent kills and restarts the worker. The Markdown
-table and the JSON are rewritten after every op, so an interrupted sweep keeps its rows.
+table and the JSON are rewritten after every op, so an interrupted sweep keeps its rows; with
+`--ops`, the rows of those ops are replaced in the results there, the others kept.
 
 Lives in benchmarks/ with the other side-by-side runs against eager and Inductor: it measures
 coverage, it is not a test (a fast subset of it is, in tests/test_opinfo_subset.py).
@@ -311,7 +312,27 @@ def markdown(rows: list[dict], backends: tuple[str, ...], device: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sweep(names: list[str], device: str, backends: tuple[str, ...], timeout: float, out: Path):
+def merged(earlier: list[dict], rows: list[dict]) -> list[dict]:
+    """`earlier` rows with those of the ops in `rows` replaced in place (new ops after them): a
+    sweep of a few ops updates a whole sweep's table."""
+    fresh = {r["op"]: r for r in rows}
+    return [fresh.pop(r["op"], r) for r in earlier] + list(fresh.values())
+
+
+def saved_rows(out: Path) -> list[dict]:
+    path = out.with_suffix(".json")
+    return json.loads(path.read_text())["rows"] if path.exists() else []
+
+
+def sweep(
+    names: list[str],
+    device: str,
+    backends: tuple[str, ...],
+    timeout: float,
+    out: Path,
+    earlier: list[dict] = (),
+):
+    """Run each op, writing the results (`earlier` rows updated with them) after every op."""
     rows: list[dict] = []
     worker_ = Worker(device, backends)
     try:
@@ -324,10 +345,11 @@ def sweep(names: list[str], device: str, backends: tuple[str, ...], timeout: flo
                 f"[{i}/{len(names)}] {name}: {status} ({time.time() - start:.1f} s)",
                 file=sys.stderr,
             )
+            table = merged(list(earlier), rows)
             out.with_suffix(".json").write_text(
-                json.dumps({"device": device, "rows": rows}, indent=1)
+                json.dumps({"device": device, "rows": table}, indent=1)
             )
-            out.with_suffix(".md").write_text(markdown(rows, backends, device))
+            out.with_suffix(".md").write_text(markdown(table, backends, device))
     finally:
         worker_.close()
     return rows
@@ -360,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n in wanted]
     out = args.out or RESULTS / f"opinfo_{args.device.split(':')[0]}"
     out.parent.mkdir(parents=True, exist_ok=True)
-    rows = sweep(names, args.device, backends, args.timeout, out)
+    earlier = saved_rows(out) if args.ops else []  # --ops updates those rows of the table
+    rows = sweep(names, args.device, backends, args.timeout, out, earlier)
     sys.stdout.write(markdown(rows, backends, args.device).split("\n| op")[0] + "\n")
     return 0
 

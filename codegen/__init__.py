@@ -11,6 +11,7 @@ launches, their temporaries) made by the first strategy in STRATEGIES that appli
     accumulators.py    how each reduction family folds (in registers, through an r-loop)
     online_softmax.py  ... and the online_softmax kind
     welford.py         ... and the welford kind
+    scans.py           scans and sorts along r (in registers, a scan also through an r-loop)
     tiling.py, heuristics.py, phases.py   block axes and configs; the phases of a body
     autotune.py        the candidates a launch lists under autotuning
 """

@@ -18,6 +18,7 @@ from .heuristics import LaunchConfig
 from .looped import Looped
 from .persistent import Persistent
 from .plan import KernelPlan, Options, Strategy
+from .scans import holds_row
 from .tiling import Tiling, row_size
 
 #: the longest row that a looped reduction also tries in registers (Inductor's largest
@@ -79,7 +80,7 @@ def _shape(tiling: Tiling) -> tuple:
 def _alternatives(strategy: Strategy, node: Node) -> list[Strategy]:
     """The other strategies that compute the node with one kernel of the same arguments."""
     if isinstance(strategy, Persistent):
-        return [Looped()]
+        return [] if holds_row(node) else [Looped()]
     if isinstance(strategy, Looped) and row_size(node) <= PERSISTENT_TUNE_MAX:
         return [Persistent()]
     return []

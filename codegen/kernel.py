@@ -11,9 +11,10 @@ after the numels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sympy
 from mind.analysis.loops import EXPR_CACHE_SIZE
@@ -51,11 +52,19 @@ class Scope:
     vars: dict[str, Value] = field(default_factory=dict)
     indices: dict[str, Value] = field(default_factory=dict)
     masks: dict[frozenset, Value] = field(default_factory=dict)
+    #: what a loop carries for body ops that fold along r in order (a scan's running value):
+    #: op -> its carry (codegen/scans.py); empty outside an r-loop
+    carries: dict[Operation, Any] = field(default_factory=dict)
 
     def child(self, block: Block) -> Scope:
         return Scope(
             block, dict(self.values), dict(self.vars), dict(self.indices), dict(self.masks)
         )
+
+
+#: body op kind -> how a kernel computes it, for kinds a module of their own translates (scans
+#: and sorts: codegen/scans.py); the builder's `on_<kind>` methods and scalar ops otherwise
+HANDLERS: dict[str, Callable[[KernelBuilder, Scope, Operation], None]] = {}
 
 
 class KernelBuilder:
@@ -258,6 +267,9 @@ class KernelBuilder:
         )
 
     def translate(self, scope: Scope, op: Operation) -> None:
+        if op.kind in HANDLERS:
+            HANDLERS[op.kind](self, scope, op)
+            return
         handler = getattr(self, f"on_{op.kind}", None)
         if handler is not None:
             handler(scope, op)

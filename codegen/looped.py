@@ -10,7 +10,7 @@ Rows read again by a later loop stay in L2 (`evict_last`); the last loop streams
 from __future__ import annotations
 
 from mind.analysis.deps import size_hint
-from mind.dialects.scheduled import Node, Reduction
+from mind.dialects.scheduled import Node, Reduction, Scan
 from mind.dialects.triton import For, Yield, block_dim
 from mind.ir.core import Block, Region, Value
 from mind.ir.types import ScalarType
@@ -19,6 +19,7 @@ from .accumulators import accumulator
 from .heuristics import looped_candidates, looped_config
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
+from .scans import Carry, carry_init, holds_row
 from .tiling import Tiling, is_inner, reduction_tiling
 
 
@@ -26,7 +27,7 @@ class Looped(Strategy):
     name, prefix = "reduction", "red"
 
     def applies(self, node: Node, options: Options) -> bool:
-        return bool(node.sizes[1])
+        return bool(node.sizes[1]) and not holds_row(node)
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         return reduction_tiling(
@@ -56,9 +57,16 @@ class Looped(Strategy):
 
 
 def r_loop(b: KernelBuilder, top: Scope, rbase: Value, reductions: list[Reduction], stores):
-    """One r-loop: the reductions' accumulators carried along r, then reduced across the block."""
+    """One r-loop: the reductions' accumulators carried along r, then reduced across the block;
+    the scans' running values carried too (codegen/scans.py)."""
+    ops = [
+        op
+        for op in b.phases.closure(reductions + stores)
+        if not isinstance(op, Reduction) and not (op.results and op.results[0] in top.values)
+    ]
     carried_by = [(op, accumulator(op).init(b, top, op)) for op in reductions]
-    inits = [v for _, vs in carried_by for v in vs]
+    scans = [(op, carry_init(b, top, op)) for op in ops if isinstance(op, Scan)]
+    inits = [v for _, vs in carried_by + scans for v in vs]
     block = Block([Value("r0_offset", ScalarType(b.tiling.index_dtype))])
     carried = [block.add_arg(Value(f"_acc{i}", v.type)) for i, v in enumerate(inits)]
     # a static trip count as Inductor writes it; a symbolic one runs to the r0_numel argument
@@ -75,13 +83,19 @@ def r_loop(b: KernelBuilder, top: Scope, rbase: Value, reductions: list[Reductio
     b.counter += len(inits)
     inner = top.child(block)
     b.group_index(inner, b.tiling.rgroup, block.args[0], rbase)
-    for op in b.phases.closure(reductions + stores):
-        if not isinstance(op, Reduction) and not (op.results and op.results[0] in top.values):
-            b.translate(inner, op)
+    start = sum(len(vs) for _, vs in carried_by)
+    for op, vs in scans:
+        inner.carries[op] = Carry(carried[start : start + len(vs)])
+        start += len(vs)
+    for op in ops:
+        b.translate(inner, op)
     mask, nexts, start = b.mask(inner, b.tiling.groups), [], 0
     for op, vs in carried_by:
         nexts += accumulator(op).step(b, inner, op, carried[start : start + len(vs)], mask)
         start += len(vs)
+    for op, _ in scans:  # (a scan computed as its twin's carries its start unchanged)
+        carry = inner.carries[op]
+        nexts += carry.nexts or carry.args
     block.append(Yield.build("triton.yield", values=nexts))
     top.block.append(loop)
     start = 0

@@ -12,6 +12,7 @@ from .accumulators import accumulator
 from .heuristics import persistent_candidates, persistent_config
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
+from .scans import holds_row
 from .tiling import Tiling, reduction_tiling, row_size
 
 
@@ -19,7 +20,8 @@ class Persistent(Strategy):
     name, prefix = "persistent_reduction", "per"
 
     def applies(self, node: Node, options: Options) -> bool:
-        return bool(node.sizes[1]) and row_size(node) <= options.persistent_max
+        rows = bool(node.sizes[1])
+        return rows and (row_size(node) <= options.persistent_max or holds_row(node))
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         return reduction_tiling(node, persistent_config)

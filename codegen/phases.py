@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sympy
 from mind.analysis.deps import INDEXED
-from mind.dialects.scheduled import Reduction, Store
+from mind.dialects.scheduled import KEEPS_ROW, Reduction, Store
 from mind.ir.core import Operation, Value
 
 
@@ -23,7 +23,9 @@ class Phases:
             deps = [v for v in op.operands if v in info]
             level = max((info[v][0] for v in deps), default=0)
             self.level[op] = level
+            # a scan or sort gives a value per r position, even of a value the same along r
             self.has_r[op] = any(info[v][1] for v in deps) or _reads_r(op, nx)
+            self.has_r[op] |= isinstance(op, KEEPS_ROW)
             reduction = isinstance(op, Reduction)
             for result in op.results:
                 info[result] = (level + 1, False) if reduction else (level, self.has_r[op])

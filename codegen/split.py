@@ -31,7 +31,7 @@ from mind.analysis.loops import pvar, substitute
 from mind.analysis.patterns import closure
 from mind.dialects.loops import Load
 from mind.dialects.reductions import REDUCTIONS, welford_merge
-from mind.dialects.scheduled import Node, Reduction, Store
+from mind.dialects.scheduled import KEEPS_ROW, Node, Reduction, Store
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.types import ScalarType, TensorType, contiguous_strides
@@ -96,8 +96,11 @@ def split_point(node: Node, options: Options) -> SplitPoint | None:
         op.reduction_type not in SPLITTABLE or phases.level[op] > 0 for op in reductions
     ):
         return None
-    if any(isinstance(op, Store) and phases.has_r[op] for op in node.body.ops):
-        return None
+    if any(
+        isinstance(op, Store) and phases.has_r[op] or isinstance(op, KEEPS_ROW)
+        for op in node.body.ops
+    ):
+        return None  # values stored along r, or a row taken in order (a scan, a sort)
     wanted = split_factor(math.prod(xs), math.prod(rs), is_inner(node), options.sm_count)
     if wanted <= 1:
         return None

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from mind.ir import dtypes as dt
 from mind.ir.constraints import (
+    BOOL,
     INDEX,
+    INT,
     LAID_OUT,
     NONE,
     NUMBER,
@@ -38,6 +40,7 @@ from .common import (  # noqa: F401  (is_buffer: re-exported)
 )
 from .reductions import REDUCTIONS, SINGLE_KINDS
 from .scalar_ops import register_scalar_ops
+from .scans import SCAN_KINDS, SCANS, SORT_OUTPUTS
 from .store_modes import STORE_MODES
 
 ORIGINS = list_of(STR)
@@ -152,23 +155,65 @@ class Reduction(Pointwise):
     template = opt_attr(one_of(*TEMPLATES))
 
 
-def _verify_body(op: Pointwise) -> None:
-    """The body yields the element: of the result dtype, or as the reduction kind says."""
+class Scan(Pointwise):
+    """Fold the body's values along `axis`, keeping it: element i along it folds elements 0..i"""
+
+    axis = attr(INT)
+    scan_type = attr(one_of(*SCAN_KINDS))
+
+
+class Sort(Pointwise):
+    """Sort the body's values along `axis`, stably, NaN largest: the values, or their positions"""
+
+    axis = attr(INT)
+    descending = attr(BOOL)
+    output = attr(one_of(*SORT_OUTPUTS))
+
+
+#: nodes whose element depends on a whole row of the body's values: always realized
+ROW_NODES = (Reduction, Scan, Sort)
+
+
+def _check_yield(op: Pointwise, expected: dt.DType | None, index_kind: str | None) -> None:
+    """The body ends in a yield of `expected` (None: any dtype); an index kind gives i64."""
     term = op.body.terminator
     if not isinstance(term, Yield):
         raise VerifyError(f"'{op.name}' body must end with a yield", op.loc)
-    kind = REDUCTIONS[op.reduction_type] if isinstance(op, Reduction) else None
     result = op.result.type.dtype
-    expected = kind.yield_dtype(result) if kind is not None else result
+    if index_kind is not None and result != dt.i64:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' {index_kind} gives i64, not {result}", op.loc
+        )
     got = term.value.type.dtype
-    if kind is not None and kind.is_index and result != dt.i64:
-        raise VerifyError(f"type mismatch: '{op.name}' {kind.name} gives i64, not {result}", op.loc)
-    if kind is not None and 0 in op.reduction_ranges and not kind.empty_is_neutral:
-        raise VerifyError(f"'{op.name}' {kind.name} over no element has no value", op.loc)
     if expected is not None and got != expected:
         raise VerifyError(
             f"type mismatch: '{op.name}' yields {got} for a {expected} result", term.loc
         )
+
+
+def _verify_body(op: Pointwise) -> None:
+    """The body yields the element: of the result dtype, or as the reduction kind says."""
+    kind = REDUCTIONS[op.reduction_type] if isinstance(op, Reduction) else None
+    result = op.result.type.dtype
+    expected = kind.yield_dtype(result) if kind is not None else result
+    _check_yield(op, expected, kind.name if kind is not None and kind.is_index else None)
+    if kind is not None and 0 in op.reduction_ranges and not kind.empty_is_neutral:
+        raise VerifyError(f"'{op.name}' {kind.name} over no element has no value", op.loc)
+
+
+def _verify_along_axis(op: Scan | Sort) -> None:
+    """`axis` is a dim of the result; the body yields what the scan kind (or the sort's
+    output) takes."""
+    rank = op.result.type.rank
+    if not 0 <= op.axis < rank:
+        raise VerifyError(f"'{op.name}' axis {op.axis} is not a dim of {op.result.type}", op.loc)
+    result = op.result.type.dtype
+    if isinstance(op, Scan):
+        kind = SCANS[op.scan_type]
+        _check_yield(op, kind.yield_dtype(result), kind.name if kind.is_index else None)
+    else:
+        index = op.output == "indices"
+        _check_yield(op, None if index else result, "indices" if index else None)
 
 
 class View(Op):
@@ -263,6 +308,8 @@ LOOPS = register_dialect(Dialect("loops"))
 add_graph_ops(LOOPS, LoopsOutput)
 LOOPS.add("pointwise", Pointwise, verify=_verify_body)
 LOOPS.add("reduction", Reduction, verify=_verify_body)
+LOOPS.add("scan", Scan, verify=_verify_along_axis)
+LOOPS.add("sort", Sort, verify=_verify_along_axis)
 LOOPS.add("view", View, verify=_verify_view)
 LOOPS.add("scatter", Scatter, verify=_verify_scatter)
 LOOPS.add("yield_at", YieldAt)

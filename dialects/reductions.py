@@ -72,10 +72,15 @@ class Reduction:
 
     def neutral(self, dtype: DType) -> float | int | bool:
         """The value a masked lane contributes: it leaves the reduction unchanged."""
-        if dtype == dt.b8:
-            return self.neutral_of in ("one", "highest")
-        table = {"zero": 0, "one": 1, "lowest": dt.lowest(dtype), "highest": dt.highest(dtype)}
-        return dt.literal(table[self.neutral_of], dtype)
+        return neutral_value(self.neutral_of, dtype)
+
+
+def neutral_value(neutral_of: str, dtype: DType) -> float | int | bool:
+    """A neutral value by name ("zero", "one", "lowest", "highest") as a number of `dtype`."""
+    if dtype == dt.b8:
+        return neutral_of in ("one", "highest")
+    table = {"zero": 0, "one": 1, "lowest": dt.lowest(dtype), "highest": dt.highest(dtype)}
+    return dt.literal(table[neutral_of], dtype)
 
 
 REDUCTIONS: dict[str, Reduction] = {

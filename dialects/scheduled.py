@@ -7,7 +7,9 @@ writes, its own results, in its `writes` and in its body's stores.
 
 from __future__ import annotations
 
+from mind.ir import dtypes as dt
 from mind.ir.constraints import (
+    BOOL,
     DEVICE,
     INDEX,
     LAID_OUT,
@@ -22,13 +24,14 @@ from mind.ir.constraints import (
     value,
 )
 from mind.ir.core import Operation
-from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, var_results
+from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .collectives import add_collective_ops
 from .common import Call, add_graph_ops, add_memory_ops, verify_sole_reader
 from .loops import INDIRECT, ORIGINS, TEMPLATES, Load, register_body_ops
 from .reductions import KINDS, REDUCTIONS
+from .scans import SCAN_KINDS, SCANS
 from .store_modes import STORE_MODES
 
 #: a MemoryDep: (buffer, flat index over its variables, {variable: range})
@@ -76,6 +79,49 @@ def _verify_reduction(op: Reduction) -> None:
         )
 
 
+class Scan(Op):
+    """Fold a value along the node's r dims (flattened): at each r position, the fold up to it"""
+
+    value = operand(SCALAR)
+    scan_type = attr(one_of(*SCAN_KINDS))
+    result = result(SCALAR)
+
+
+def _verify_scan(op: Scan) -> None:
+    kind, got = SCANS[op.scan_type], op.result.type.dtype
+    expected = dt.i64 if kind.is_index else op.value.type.dtype
+    if got != expected:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' {kind.name} gives {expected}, not {got}", op.loc
+        )
+
+
+class Sort(Op):
+    """Sort a value along the node's r dims (flattened), stably, NaN largest: values, positions"""
+
+    value = operand(SCALAR)
+    descending = attr(BOOL)
+    values = result(SCALAR)
+    indices = result(SCALAR)
+
+
+def _verify_sort(op: Sort) -> None:
+    expected = (op.value.type.dtype, dt.i64)
+    got = (op.values.type.dtype, op.indices.type.dtype)
+    if got != expected:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' of {expected[0]} gives {expected[0]}, i64, not "
+            f"{got[0]}, {got[1]}",
+            op.loc,
+        )
+
+
+#: body ops that give a value per r position from the whole row (or the row up to it)
+KEEPS_ROW = (Scan, Sort)
+#: body ops that take a whole row along r: a node needs r sizes (none of them 0) for them
+ALONG_R = (Reduction, *KEEPS_ROW)
+
+
 class Store(Op):
     """Write one element of a buffer the node produces (a scatter's: indirect, by a mode)"""
 
@@ -102,9 +148,9 @@ def _verify_writes(op: Node | Extern) -> None:
 
 def _verify_node(op: Node) -> None:
     _verify_writes(op)
-    reduces = next((inner for inner in op.body.ops if isinstance(inner, Reduction)), None)
+    reduces = next((inner for inner in op.body.ops if isinstance(inner, ALONG_R)), None)
     if reduces is not None and not op.sizes[1]:
-        raise VerifyError(f"'{reduces.name}' in a node with no r sizes to reduce over", reduces.loc)
+        raise VerifyError(f"'{reduces.name}' in a node with no r sizes to run over", reduces.loc)
     if reduces is not None and 0 in op.sizes[1]:
         raise VerifyError(f"'{reduces.name}' over no element (an r size is 0)", reduces.loc)
     own = set(op.results)
@@ -174,4 +220,6 @@ add_memory_ops(SCHEDULED, "A buffer's memory with other sizes, strides and offse
 add_collective_ops(SCHEDULED)
 register_body_ops(SCHEDULED)
 SCHEDULED.add("reduction", Reduction, verify=_verify_reduction)
+SCHEDULED.add("scan", Scan, verify=_verify_scan)
+SCHEDULED.add("sort", Sort, verify=_verify_sort)
 SCHEDULED.add("store", Store)

@@ -14,6 +14,7 @@ import re
 import sympy
 from mind.ir import dtypes as dt
 from mind.ir.constraints import (
+    BOOL,
     INDEX,
     INT,
     LAID_OUT,
@@ -41,6 +42,7 @@ from .common import Call, add_graph_ops, add_memory_ops
 from .loops import ORIGINS
 from .reductions import INDEX_KINDS, REDUCE_KINDS
 from .scalar_ops import op_classes, register_scalar_ops, result_dtype
+from .scans import SCAN_KINDS, SCANS
 from .store_modes import STORE_MODES
 
 _PTR = re.compile(r"ptr<([a-z0-9]+)>$")
@@ -98,6 +100,8 @@ POINTER = Constraint("!ptr<dtype>", lambda t: ptr_dtype(t) is not None)
 #: a kernel value: a block (`f32[XBLOCK, 1]`, `i32[]`) or a scalar argument (`%xnumel: i32`)
 BLOCK = TENSOR | SCALAR
 MASK = value(dtype_is(dt.b8))
+#: a kernel's scalar argument (`%r0_numel`)
+ARGUMENT = value(SCALAR)
 #: a bound a loop or a launch computes with: an index expression or a kernel argument
 BOUND = INDEX | value(SCALAR)
 
@@ -148,9 +152,13 @@ class ExpandDims(Op):
     result = result(TENSOR)
 
 
-def _verify_axis(op: ExpandDims | Reduce | ReduceIndex) -> None:
+def _verify_axis(op: ExpandDims | Reduce | ReduceIndex | Last) -> None:
     """An axis of the operand (expand_dims may also add one after the last)."""
-    rank = len(shape_of(op.value)) + (1 if isinstance(op, ExpandDims) else 0)
+    _check_axis(op, op.value, 1 if isinstance(op, ExpandDims) else 0)
+
+
+def _check_axis(op: Operation, operand: Value, extra: int = 0) -> None:
+    rank = len(shape_of(operand)) + extra
     if not 0 <= op.axis < rank:
         raise VerifyError(f"'{op.name}' axis {op.axis} is not in [0, {rank})", op.loc)
 
@@ -261,6 +269,100 @@ class CombineIndex(Op):
     reduction_type = attr(one_of(*INDEX_KINDS))
     best = result(TENSOR)
     best_index = result(TENSOR)
+
+
+class ScanBlocks(Op):
+    """tl.associative_scan along an axis with the kind's combine: a block per value it folds"""
+
+    values = var_args(value(TENSOR))
+    axis = attr(INT)
+    scan_type = attr(one_of(*SCAN_KINDS))
+    scanned = var_results(TENSOR)
+
+
+def _verify_scan(op: ScanBlocks) -> None:
+    kind = SCANS[op.scan_type]
+    if len(op.values) != kind.arity or len(op.results) != kind.arity:
+        raise VerifyError(
+            f"'{op.name}' {kind.name} folds {kind.arity} blocks into as many, not "
+            f"{len(op.values)} into {len(op.results)}",
+            op.loc,
+        )
+    for v, r in zip(op.values, op.results):
+        if v.type != r.type:
+            raise VerifyError(f"type mismatch: '{op.name}' of {v.type} declared {r.type}", op.loc)
+    _check_axis(op, op.values[0])
+
+
+class Combine(Op):
+    """The scan kind's combine of earlier blocks (first) and later ones: a looped scan's step"""
+
+    values = var_args(value(TENSOR))
+    scan_type = attr(one_of(*SCAN_KINDS))
+    combined = var_results(TENSOR)
+
+
+def _verify_combine(op: Combine) -> None:
+    kind = SCANS[op.scan_type]
+    n = kind.arity
+    if len(op.values) != 2 * n or len(op.results) != n:
+        raise VerifyError(
+            f"'{op.name}' {kind.name} combines 2 x {n} blocks into {n}, not "
+            f"{len(op.values)} into {len(op.results)}",
+            op.loc,
+        )
+    for earlier, later, out in zip(op.values[:n], op.values[n:], op.results):
+        if not dtype_of(earlier) == dtype_of(later) == out.type.dtype:
+            raise VerifyError(
+                f"type mismatch: '{op.name}' of {dtype_of(earlier)} and {dtype_of(later)} "
+                f"declared {out.type.dtype}",
+                op.loc,
+            )
+        _check_shape(op, [earlier, later], out.type)
+
+
+class Last(Op):
+    """The last element along an axis, kept with size 1: a scan's running value at block end"""
+
+    value = operand(TENSOR)
+    axis = arg(INT)
+    result = result(TENSOR)
+
+
+def _verify_last(op: Last) -> None:
+    _verify_axis(op)
+    shape = list(shape_of(op.value))
+    shape[op.axis] = 1
+    expected = TensorType(dtype_of(op.value), tuple(shape))
+    if op.result.type != expected:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' gives {expected}, declared {op.result.type}", op.loc
+        )
+
+
+class SortBlocks(Op):
+    """Sort along the last axis, stably, NaN largest, indices >= numel last; indices follow"""
+
+    value = operand(TENSOR)
+    index = operand(TENSOR)
+    descending = attr(BOOL)
+    numel = opt_attr(ARGUMENT)
+    values = result(TENSOR)
+    indices = result(TENSOR)
+
+
+def _verify_sort(op: SortBlocks) -> None:
+    if shape_of(op.value) != shape_of(op.index):
+        raise VerifyError(
+            f"'{op.name}' sorts {list(shape_of(op.value))} values by {list(shape_of(op.index))} "
+            "indices",
+            op.loc,
+        )
+    for operand_, out in ((op.value, op.values), (op.index, op.indices)):
+        if operand_.type != out.type:
+            raise VerifyError(
+                f"type mismatch: '{op.name}' of {operand_.type} declared {out.type}", op.loc
+            )
 
 
 class Dot(Op):
@@ -415,6 +517,10 @@ register_scalar_ops(
 TRITON.add("reduce", Reduce, verify=_verify_axis)
 TRITON.add("reduce_index", ReduceIndex, verify=_verify_axis)
 TRITON.add("combine_index", CombineIndex)
+TRITON.add("scan", ScanBlocks, verify=_verify_scan)
+TRITON.add("combine", Combine, verify=_verify_combine)
+TRITON.add("last", Last, verify=_verify_last)
+TRITON.add("sort", SortBlocks, verify=_verify_sort)
 TRITON.add("dot", Dot, verify=_verify_dot)
 TRITON.add("for", For, signature=True, verify=_verify_for)
 TRITON.add("yield", Yield)

@@ -24,13 +24,16 @@ from mind.dialects.loops import (
     Index,
     Load,
     Reduction,
+    Scan,
     Scatter,
+    Sort,
     View,
     Yield,
 )
 from mind.dialects.pyobjects import from_attr
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.dialects.scans import SCANS, fold_dtype
 from mind.dialects.store_modes import STORE_MODES
 from mind.dialects.torch_types import from_torch, to_torch
 from mind.ir import dtypes as dt
@@ -338,6 +341,32 @@ def _scatter(op: Scatter, env: Env) -> list[torch.Tensor]:
     return [out]
 
 
+def scan_dim(kind: str, x: torch.Tensor, dim: int, dtype: DType) -> torch.Tensor:
+    """Scan `x` along `dim` into a result of `dtype` by the kind's torch reference
+    (dialects/scans.py), in the dtype kernels fold in."""
+    row = SCANS[kind]
+    out = getattr(torch, row.torch)(x.to(to_torch(fold_dtype(from_torch(x.dtype)))), dim)
+    if isinstance(out, tuple):  # cummax, cummin: the values, or the indices for index kinds
+        out = out.indices if row.is_index else out.values
+    return out.to(to_torch(dtype))
+
+
+def sort_dim(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The values of `x` sorted along `dim` stably (NaN largest), and the positions they come
+    from, as torch.sort(stable=True)."""
+    return tuple(torch.sort(x, dim=dim, descending=descending, stable=True))
+
+
+def _along_axis(op: Scan | Sort, env: Env) -> list[torch.Tensor]:
+    t = op.result.type
+    sizes = static_sizes(t, op)
+    value = torch.broadcast_to(Body(env, grid(sizes)).run(op), sizes)
+    if isinstance(op, Scan):
+        return [scan_dim(op.scan_type, value, op.axis, t.dtype)]
+    values, indices = sort_dim(value, op.axis, op.descending)
+    return [(indices if op.output == "indices" else values).to(to_torch(t.dtype))]
+
+
 def _view(op: View, env: Env) -> list[torch.Tensor]:
     sizes = static_sizes(op.result.type, op)
     points = grid(sizes)
@@ -391,6 +420,8 @@ MEMORY_OPS: dict[str, NodeFn] = {
 NODES: dict[str, NodeFn] = {
     "pointwise": _pointwise,
     "reduction": _reduction,
+    "scan": _along_axis,
+    "sort": _along_axis,
     "view": _view,
     "scatter": _scatter,
     **MEMORY_OPS,

@@ -3,7 +3,8 @@ ground truth that schedule, fuse, merge-loops and online-softmax are checked aga
 
 A node's body runs over its whole iteration at once, its loop variables broadcastable aranges
 (as the loops interpreter runs a body): `reduction` reduces the r dims, leaving one value per x
-position, and `store` scatters into the node's buffers at their flat offsets. Calls, constants,
+position, `scan` and `sort` run along the r dims (flattened), keeping them, and `store`
+scatters into the node's buffers at their flat offsets. Calls, constants,
 reinterprets and collectives run as in the loops interpreter.
 """
 
@@ -13,7 +14,7 @@ import math
 
 import torch
 from mind.dialects.reductions import REDUCTIONS
-from mind.dialects.scheduled import Node, Reduction, Store
+from mind.dialects.scheduled import Node, Reduction, Scan, Sort, Store
 from mind.dialects.torch_types import to_torch
 from mind.ir.core import Operation
 
@@ -27,7 +28,9 @@ from .loops import (
     indirect_bindings,
     reduce_last,
     run_graph,
+    scan_dim,
     scatter_into,
+    sort_dim,
 )
 
 
@@ -49,6 +52,19 @@ class NodeBody(Body):
             out = [reduce_last(op.reduction_type, x, dtype)]
         for result, value in zip(op.results, out):
             self.values[result] = value.reshape(*xs, *[1] * len(rs))
+
+    def row(self, op: Scan | Sort) -> torch.Tensor:
+        """The value as rows: the x dims, then the r dims flattened into one."""
+        xs, rs = self.xs, self.rs
+        return torch.broadcast_to(self.values[op.value], xs + rs).reshape(*xs, math.prod(rs))
+
+    def scan(self, op: Scan) -> torch.Tensor:
+        out = scan_dim(op.scan_type, self.row(op), -1, op.result.type.dtype)
+        return out.reshape(self.xs + self.rs)
+
+    def sort(self, op: Sort) -> None:
+        for result, value in zip(op.results, sort_dim(self.row(op), -1, op.descending)):
+            self.values[result] = value.reshape(self.xs + self.rs)
 
     def store(self, op: Store) -> None:
         offset = index_value(op.index, indirect_bindings(self.grid, op, self.values))
@@ -72,7 +88,13 @@ def _welford(x: torch.Tensor, dtype) -> list[torch.Tensor]:
 _SEVERAL = {"online_softmax": _online_softmax, "welford": _welford}
 
 
-NodeBody.OPS = {**Body.OPS, "reduction": NodeBody.reduction, "store": NodeBody.store}
+NodeBody.OPS = {
+    **Body.OPS,
+    "reduction": NodeBody.reduction,
+    "scan": NodeBody.scan,
+    "sort": NodeBody.sort,
+    "store": NodeBody.store,
+}
 
 
 def _node(op: Node, env: Env) -> list[torch.Tensor]:

@@ -19,9 +19,10 @@ import sympy
 from mind.analysis.loops import Index, broadcast_index, flat_offset, pvars
 from mind.dialects.collectives import is_collective
 from mind.dialects.common import Graph
-from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, Reduction, View, Yield, is_buffer
+from mind.dialects.loops import LoopsCall, LoopsOutput, View, Yield, is_buffer
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.dialects.scans import SCANS
 from mind.ir import dtypes as dt
 from mind.ir.attributes import attr_key
 from mind.ir.constraints import TENSOR
@@ -160,17 +161,22 @@ class LowerCtx:
         return op
 
     def _body_node(
-        self, cls: type[Pointwise], t: TensorType, fn: BodyFn, args: list, yield_dtype, **fields
+        self, name: str, t: TensorType, fn: BodyFn, args: list, yield_dtype, **fields
     ) -> Value:
+        """`loops.<name>` with the body `fn` writes (its value cast to `yield_dtype`)."""
         block = Block()
         b = BodyBuilder(block)
         value = fn(b, *args)
         if yield_dtype is not None:
             value = b.cast(value, yield_dtype)
         block.append(Yield.build("loops.yield", value=value))
-        kind = fields.get("reduction_type", "pw")
-        op = cls.build(
-            f"loops.{'pointwise' if cls is Pointwise else 'reduction'}",
+        kind = (
+            fields.get("reduction_type")
+            or fields.get("scan_type")
+            or name.replace("pointwise", "pw")
+        )
+        op = op_class(f"loops.{name}").build(
+            f"loops.{name}",
             results=[t],
             names=[self.fresh(f"{self.base}_{kind}")],
             regions=[Region(block)],
@@ -185,7 +191,7 @@ class LowerCtx:
     def pointwise(self, dtype: DType, shape: Sequence[IntLike], fn: BodyFn) -> Value:
         """A node whose element at `idx` is `fn(b, idx)` (cast to `dtype` before the yield)."""
         t = self._type(dtype, shape)
-        return self._body_node(Pointwise, t, fn, [pvars(0, len(shape))], dtype)
+        return self._body_node("pointwise", t, fn, [pvars(0, len(shape))], dtype)
 
     def reduction(
         self,
@@ -201,7 +207,7 @@ class LowerCtx:
         t = self._type(dtype, shape)
         yield_dtype = REDUCTIONS[reduction_type].yield_dtype(dtype)
         return self._body_node(
-            Reduction,
+            "reduction",
             t,
             fn,
             args,
@@ -209,6 +215,32 @@ class LowerCtx:
             reduction_ranges=list(ranges),
             reduction_type=reduction_type,
         )
+
+    def scan(
+        self, dtype: DType, shape: Sequence[IntLike], axis: int, scan_type: str, fn: BodyFn
+    ) -> Value:
+        """A node whose element at `idx` folds `fn(b, j)` over the indices `j` that equal `idx`
+        but along `axis`, where they run from 0 to `idx[axis]` (see dialects/scans.py)."""
+        t = self._type(dtype, shape)
+        yield_dtype = SCANS[scan_type].yield_dtype(dtype)
+        args = [pvars(0, len(shape))]
+        return self._body_node("scan", t, fn, args, yield_dtype, axis=axis, scan_type=scan_type)
+
+    def sort(
+        self,
+        dtype: DType,
+        shape: Sequence[IntLike],
+        axis: int,
+        descending: bool,
+        output: str,
+        fn: BodyFn,
+    ) -> Value:
+        """A node holding `fn(b, idx)` sorted along `axis` (stably): the sorted values, or the
+        positions along `axis` they come from (`output`)."""
+        t = self._type(dtype, shape)
+        yield_dtype = dtype if output == "values" else None
+        fields = {"axis": axis, "descending": descending, "output": output}
+        return self._body_node("sort", t, fn, [pvars(0, len(shape))], yield_dtype, **fields)
 
     def view(self, src: Value, shape: Sequence[IntLike], index: Index) -> Value:
         """A view of `src`: element `[p0, ...]` of the result (of `shape`) is `src[index]`."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from mind.analysis.loops import base_of, producer
 from mind.dialects.loops import Load, LoopsCall, Pointwise, Yield, is_realized
-from mind.dialects.scheduled import Node, Reduction
+from mind.dialects.scheduled import ALONG_R, Node
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Value
 from mind.ir.diagnostics import MindError
@@ -170,13 +170,14 @@ def _realize_unless_cheap(operand: Value) -> None:
 
 
 def template_fusable(a: Node, b: Node, sizes: tuple) -> bool:
-    """What fuse may put in one node with a template node: work without reductions (a prologue
-    of loads and casts was inlined already; a pointwise consumer is an epilogue, computed on the
-    output tile), over the template's own loops (its m, n tiling stays)."""
+    """What fuse may put in one node with a template node: work without reductions, scans or
+    sorts (a prologue of loads and casts was inlined already; a pointwise consumer is an
+    epilogue, computed on the output tile), over the template's own loops (its m, n tiling
+    stays)."""
     template = a if a.template is not None else b if b.template is not None else None
     if template is None:
         return True
     other = b if template is a else a
-    if other.template is not None or any(isinstance(op, Reduction) for op in other.body.ops):
+    if other.template is not None or any(isinstance(op, ALONG_R) for op in other.body.ops):
         return False
     return tuple(map(list, sizes)) == tuple(map(list, template.sizes))

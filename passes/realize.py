@@ -1,9 +1,9 @@
 """realize: decide which loops nodes become buffers (Inductor's StorageBox.realize rules).
 
 Not realizing a node means every consumer recomputes it; realizing it costs a write and a read.
-Like Inductor, realize graph outputs, reductions, inputs of extern and fallback calls, nodes
-reused by several consumers whose bodies read a lot, and nodes whose inlined bodies have grown
-too many reads or ops. A view feeding an extern call or a graph output is passed as its buffer
+Like Inductor, realize graph outputs, reductions (and scans, sorts), inputs of extern and
+fallback calls, nodes reused by several consumers whose bodies read a lot, and nodes whose
+inlined bodies have grown too many reads or ops. A view feeding an extern call or a graph output is passed as its buffer
 reinterpreted (`loops.reinterpret`, Inductor's ReinterpretView) when it reads that buffer at
 `offset + sum(stride_i * p_i)` with the strides needed there, and copied into a buffer otherwise.
 Graph outputs and the arguments of ATen calls take the strides the aten graph gave them (callers
@@ -30,6 +30,7 @@ from mind.analysis.views import view_layout
 from mind.dialects.collectives import Start, WaitTensor
 from mind.dialects.common import Reinterpret
 from mind.dialects.loops import (
+    ROW_NODES,
     Load,
     LoopsCall,
     LoopsOutput,
@@ -312,7 +313,7 @@ def _choose(block: Block, opts: Realize) -> list[Operation]:
         cost = costs[node] = _cost(node, chosen, costs)
         reused = len(consumers(node.result, block)) > 1 and cost.reads > opts.reads_threshold
         if (
-            node.name == "loops.reduction"
+            isinstance(node, ROW_NODES)
             or node in forced
             or reused
             or cost.reads > opts.acc_reads_threshold

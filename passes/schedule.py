@@ -1,9 +1,11 @@
 """schedule: loops -> scheduled. Each realized node becomes a scheduler node (Inductor's
-SchedulerNode) whose body ends in an explicit `scheduled.reduction` and `scheduled.store`, with
-its iteration sizes `([x], [r])` and MemoryDeps; extern and fallback calls become
-`scheduled.extern`; collectives stay themselves (`scheduled.all_reduce`). Size-1 loops are
-dropped (their variable is 0), as Inductor's loop simplification does, so that nodes over
-`[4, 1]` and `[4]` iterate alike.
+SchedulerNode) whose body ends in an explicit `scheduled.reduction` (a `scheduled.scan`, a
+`scheduled.sort`) and `scheduled.store`, with its iteration sizes `([x], [r])` and MemoryDeps;
+extern and fallback calls become `scheduled.extern`; collectives stay themselves
+(`scheduled.all_reduce`). A scan or sort runs its axis as the r loop (its other dims are the x
+loops), storing along it. A node whose buffer nothing reads is dropped, as Inductor's scheduler
+drops dead nodes. Size-1 loops are dropped (their variable is 0), as Inductor's loop
+simplification does, so that nodes over `[4, 1]` and `[4]` iterate alike.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
-from mind.analysis.deps import INDEXED, Dep, buffer_dep, set_node_deps, split_reads
+from mind.analysis.deps import INDEXED, Dep, buffer_dep, readers, set_node_deps, split_reads
 from mind.analysis.loops import flat_offset, pvar, substitute
 from mind.analysis.views import alias_of
 from mind.dialects.collectives import KINDS
@@ -24,13 +26,19 @@ from mind.dialects.loops import (
     LoopsCall,
     Pointwise,
     Reduction,
+    Scan,
     Scatter,
+    Sort,
     is_buffer,
     is_realized,
 )
 from mind.dialects.reductions import REDUCTIONS
+from mind.dialects.scans import SCANS
 from mind.dialects.scheduled import Node, Store
 from mind.dialects.scheduled import Reduction as Reduce
+from mind.dialects.scheduled import Scan as ScanOp
+from mind.dialects.scheduled import Sort as SortOp
+from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike, as_int_like
@@ -75,28 +83,24 @@ def _check_inlined(op: Pointwise | Scatter) -> None:
 
 
 def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
-    """A pointwise or reduction node: its body stores the element (or the reduced value)."""
+    """A pointwise, reduction, scan or sort node: its body stores the element (the reduced
+    value; the scanned or sorted value at its place along the r loop)."""
     _check_inlined(op)
     t = op.result.type
-    xs = list(t.shape)
-    rs = list(op.reduction_ranges) if isinstance(op, Reduction) else []
-    trivial = _trivial_reduction(op, ScalarType(t.dtype)) if rs else None
+    xs, rs, order = _iteration(op)
+    trivial = _trivial(op, ScalarType(t.dtype)) if rs else None
     if trivial is not None:  # over no element, or an index kind over one: no loop to run
-        rs = []
-    node, drop = _start_node(op, vmap, number, xs, rs, template=getattr(op, "template", None))
-    if trivial is not None:
+        xs, rs, order = list(t.shape), [], list(range(t.rank))
+    template = getattr(op, "template", None)
+    node, drop = _start_node(op, vmap, number, xs, rs, order, template=template)
+    if isinstance(trivial, Operation):
         ops, value = [trivial], trivial.result
     else:
         ops, value = _body(op, vmap, drop)
-        if math.prod(rs) != 1:  # (over one element, the body's value is the result)
-            red = Reduce.build(
-                "scheduled.reduction",
-                value=value,
-                reduction_type=op.reduction_type,
-                results=[ScalarType(t.dtype)],
-            )
-            ops.append(red)
-            value = red.result
+        if rs and math.prod(rs) != 1:  # (over one element, the body's value is the result)
+            along = ALONG_R[type(op)](op, value, ScalarType(t.dtype))
+            ops.append(along)
+            value = along.results[_result_of(op)]
     index = sum((pvar(k) * s for k, s in enumerate(t.strides)), start=sympy.Integer(0))
     store_index = substitute(as_int_like(index), drop)
     ops.append(Store.build("scheduled.store", buffer=node.result, index=store_index, value=value))
@@ -107,7 +111,10 @@ def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
     """A scatter: a node over its ranges that updates its target's buffer in place, its store at
     the (indirect) flat offset the target's strides give, with the scatter's mode."""
     _check_inlined(op)
-    node, drop = _start_node(op, vmap, number, list(op.ranges), [], updates=vmap[op.target])
+    ranges = list(op.ranges)
+    node, drop = _start_node(
+        op, vmap, number, ranges, [], list(range(len(ranges))), updates=vmap[op.target]
+    )
     ops, value = _body(op, vmap, drop)
     term = op.body.terminator
     index = substitute(flat_offset(op.result, term.index), drop)
@@ -127,13 +134,20 @@ def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
 
 
 def _start_node(
-    op: Pointwise | Scatter, vmap: dict[Value, Value], number: int, xs: list, rs: list, **fields
+    op: Pointwise | Scatter,
+    vmap: dict[Value, Value],
+    number: int,
+    xs: list,
+    rs: list,
+    order: list[int],
+    **fields,
 ) -> tuple[Node, dict]:
     """The empty node `@op<number>` for `op`, over its x then r loops less those of size 1, and
-    the substitution that drops them (their variable is 0, the others renumbered)."""
+    the substitution that drops them (their variable is 0, the others renumbered). `order[k]`
+    is the body variable of `op` that the node's loop k runs."""
     dims = xs + rs
     kept = [k for k, s in enumerate(dims) if s != 1]
-    drop = {pvar(k): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
+    drop = {pvar(order[k]): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
     t = op.result.type
     node = Node.build(
         "scheduled.node",
@@ -171,16 +185,59 @@ def _body(op: Pointwise, vmap: dict[Value, Value], drop: dict) -> tuple[list[Ope
     return ops, vmap[op.body.terminator.value]
 
 
-def _trivial_reduction(op: Reduction, t: ScalarType) -> Operation | None:
-    """What a reduction over no element or one gives, where that needs no loop: the neutral
-    value (a sum of nothing is 0), an index kind's position 0; None where the body's value
-    itself is the result (one element) or the ranges are not that small."""
+def _iteration(op: Pointwise) -> tuple[list[IntLike], list[IntLike], list[int]]:
+    """The node's x and r sizes, and for each of its loops (x then r) the body variable of the
+    loops node it runs: a scan or a sort runs its axis as the r loop."""
+    shape = list(op.result.type.shape)
+    if isinstance(op, Reduction):
+        rs = list(op.reduction_ranges)
+        return shape, rs, list(range(len(shape) + len(rs)))
+    if isinstance(op, Scan | Sort):
+        order = [d for d in range(len(shape)) if d != op.axis] + [op.axis]
+        return [shape[d] for d in order[:-1]], [shape[op.axis]], order
+    return shape, [], list(range(len(shape)))
+
+
+def _trivial(op: Pointwise, t: ScalarType) -> Operation | bool | None:
+    """What a node over no element or one along its r loop gives, where that needs no loop: the
+    neutral value (a sum of nothing is 0), a position 0 (an index kind, a sort's indices), or
+    True where the body's value is the element (a scan or sort of one element, or of none: an
+    empty result); None where the ranges are not that small (or a reduction's single element
+    is the body's value)."""
+    if isinstance(op, Scan | Sort):
+        size = op.result.type.shape[op.axis]
+        if not isinstance(size, int) or size > 1:
+            return None
+        index = op.output == "indices" if isinstance(op, Sort) else SCANS[op.scan_type].is_index
+        return Constant.build("scheduled.constant", value=0, results=[t]) if index else True
     kind, count = REDUCTIONS[op.reduction_type], math.prod(op.reduction_ranges)
     if count == 0 and kind.empty_is_neutral:
         return Constant.build("scheduled.constant", value=kind.neutral(t.dtype), results=[t])
     if count == 1 and kind.is_index:
         return Constant.build("scheduled.constant", value=0, results=[t])
     return None
+
+
+def _result_of(op: Pointwise) -> int:
+    """Which result of its closing op (ALONG_R) a node stores: a sort's values or indices."""
+    return int(isinstance(op, Sort) and op.output == "indices")
+
+
+#: what ends a node's body with r loops, by loops node: the op that takes the row
+ALONG_R: dict[type, Callable[[Operation, Value, ScalarType], Operation]] = {
+    Reduction: lambda op, value, t: Reduce.build(
+        "scheduled.reduction", value=value, reduction_type=op.reduction_type, results=[t]
+    ),
+    Scan: lambda op, value, t: ScanOp.build(
+        "scheduled.scan", value=value, scan_type=op.scan_type, results=[t]
+    ),
+    Sort: lambda op, value, t: SortOp.build(
+        "scheduled.sort",
+        value=value,
+        descending=op.descending,
+        results=[value.type, ScalarType(dt.i64)],
+    ),
+}
 
 
 def _extern(op: LoopsCall, vmap: dict[Value, Value]) -> Operation:
@@ -245,9 +302,18 @@ def schedule_graph(graph: Operation) -> Operation:
                 op.loc,
             )
         block.append(new)
+    _drop_dead_nodes(block)
     return Graph.build(
         "scheduled.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc
     )
+
+
+def _drop_dead_nodes(block: Block) -> None:
+    """Nodes whose buffers nothing reads go (the positions of a max whose values alone are
+    used, the values of an argsort), as Inductor's dead_node_elimination; ATen calls stay."""
+    for op in reversed(list(block.ops)):
+        if isinstance(op, Node) and not any(readers(r, block) for r in op.results):
+            op.erase()
 
 
 @dataclass(frozen=True)

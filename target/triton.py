@@ -38,6 +38,7 @@ from mind.ir.dtypes import Device
 from mind.ir.types import ScalarType, SymType, TensorType, contiguous_strides, size_symbols
 
 from .pyexpr import is_dotted, py_expr, py_float, py_literal, tl_dtype, torch_dtype
+from .scans import KERNEL_OPS, TUPLES
 
 HEADER = """\
 import torch
@@ -150,6 +151,8 @@ def _value_text(value, name) -> str:
 
 def _kernel_op(op: Operation, n: Names) -> str:
     """The right-hand side for one kernel op."""
+    if op.name in KERNEL_OPS:
+        return KERNEL_OPS[op.name](op, n)
     kind = op.name.split(".", 1)[1]
     a = [_value_text(x, n) for x in op.args if not isinstance(x, dict)]
     result = op.results[0].type if op.results else None
@@ -215,7 +218,7 @@ def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
         elif op.name == "triton.yield":
             continue  # the enclosing for assigns the carried values
         else:
-            targets = ", ".join(n(r) for r in op.results)
+            targets = ", ".join(n(r) for r in op.results) + ("," if op.name in TUPLES else "")
             lines.append(f"{pad}{targets} = {_kernel_op(op, n)}")
     return lines
 

@@ -10,12 +10,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is a plain folder
 
-from benchmarks.opinfo import category, check_op, op_names  # noqa: E402
+from benchmarks.opinfo import category, check_op, merged, op_names  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
 #: op -> the bucket it must land in: "own kernels" (mind generated a Triton kernel) or any
-#: passing bucket (None: ATen calls are fine today, e.g. scans until they are lowered natively)
+#: passing bucket (None: ATen calls are fine, as for topk, which Inductor leaves to ATen too)
 OPS = {
     "abs": "own kernels",
     "add": "own kernels",
@@ -32,7 +32,9 @@ OPS = {
     "index_put": "own kernels",
     "heaviside": "own kernels",
     "logaddexp": "own kernels",
-    "cumsum": None,
+    "cumsum": "own kernels",
+    "sort": None,  # its first sample sorts 8000 elements: ATen's, as in Inductor
+    "topk": None,
     "masked.cumsum": None,  # a tensor constant made while AOTAutograd traces (fake mode)
     "nn.functional.linear_cross_entropy.chunked": None,  # an extern call to torch.ops.higher_order
 }
@@ -49,3 +51,14 @@ def test_op_matches_eager(op):
     assert cell.status == "pass" and not cell.fallbacks, (cell.message, cell.fallbacks)
     if OPS[op]:
         assert bucket == OPS[op], vars(cell)
+
+
+def test_a_sweep_of_some_ops_updates_their_rows():
+    earlier = [{"op": "abs", "v": 1}, {"op": "cumsum", "v": 1}, {"op": "sort", "v": 1}]
+    rows = [{"op": "sort", "v": 2}, {"op": "cumsum", "v": 2}, {"op": "new", "v": 2}]
+    assert merged(earlier, rows) == [
+        {"op": "abs", "v": 1},
+        {"op": "cumsum", "v": 2},
+        {"op": "sort", "v": 2},
+        {"op": "new", "v": 2},
+    ]

@@ -29,8 +29,10 @@ FUNCTIONS = {
     "slice_t": lambda x: x[:, 1:5].t(),
     "several": transposed,
     # ATen calls get arguments laid out as in the aten graph: their results' layouts follow them
-    "sort_view": lambda x: torch.sort(x.t(), 0)[0] + 1,
-    "sort_node": lambda x: torch.sort(x.t() + 1, 0)[0] * 2,
+    "topk_view": lambda x: torch.topk(x.t(), 3, 0)[0] + 1,
+    "topk_node": lambda x: torch.topk(x.t() + 1, 3, 0)[0] * 2,
+    # a sort of a transposed input is laid out as eager's
+    "sort_t": lambda x: torch.sort(x.t(), 0),
 }
 
 
@@ -51,8 +53,8 @@ def test_lower_lists_the_aten_output_strides():
 
 def test_lower_lists_the_call_argument_strides():
     aten = mind.capture(
-        lambda x, y: torch.sort(x.t(), 0)[0] @ y,
-        torch.randn(8, 32),
+        lambda x, y: torch.sort(x.t(), 0)[0] @ y,  # (a sort of 600: ATen's)
+        torch.randn(8, 600),
         torch.randn(8, 2),
         stage="aten",
     )
@@ -61,7 +63,7 @@ def test_lower_lists_the_call_argument_strides():
         for op in run_pipeline(aten, "lower").walk()
         if op.name in ("loops.extern", "loops.fallback")
     ]
-    assert [op.attrs["input_strides"] for op in calls] == [[[1, 32]], [[1, 32], [2, 1]]]
+    assert [op.attrs["input_strides"] for op in calls] == [[[1, 600]], [[1, 600], [2, 1]]]
 
 
 def test_realize_gives_outputs_fixed_layouts():

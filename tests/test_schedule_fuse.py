@@ -38,6 +38,7 @@ INPUTS += [
     "merge_loops/after_fuse.loops",
     "schedule/scatter.loops",
 ]
+INPUTS += ["schedule/scans.loops", "schedule/dead.loops", "fuse/scans.loops"]
 
 
 def random_inputs(graph: Operation) -> list[torch.Tensor]:

@@ -23,6 +23,7 @@ FAMILIES = (
     "masked",
     "creation",
     "reductions",
+    "scans",
     "indexing",
     "scatter",
     "extern",
