@@ -5,7 +5,9 @@ refinement (`[4, 128]` and `[512]` both become `[4, 128]`, `[4, 128]` and `[8, 6
 `[4, 2, 64]`): every original loop is then a run of adjacent new loops and its variable a linear
 combination of theirs. Like Inductor's SIMD scheduling, a pointwise node joins a reduction when
 its numel is the reduction's x*r (it runs inside the r loop: prologue or softmax-style epilogue)
-or its x numel (it runs once per row).
+or its x numel (it runs once per row). A join may first permute one node's x loops (`Reorder`,
+chosen by analysis/loop_order.py): its loop variables then map onto the shared nest through the
+permutation.
 """
 
 from __future__ import annotations
@@ -23,12 +25,26 @@ Mapping = dict[sympy.Symbol, IntLike]
 
 
 @dataclass(frozen=True)
+class Reorder:
+    """One node's x loops permuted: new loop k is old loop `order[k]`. `node` is 0 for the first
+    node of a join, 1 for the second."""
+
+    node: int
+    order: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(f"p{k}" for k in self.order) + ")"
+
+
+@dataclass(frozen=True)
 class Join:
-    """The shared iteration and, for each node, its old loop variables in terms of the new."""
+    """The shared iteration and, for each node, its old loop variables in terms of the new (through
+    `reorder`'s permutation, when there is one)."""
 
     sizes: Sizes
     first: Mapping
     second: Mapping
+    reorder: Reorder | None = None
 
 
 def refine(a: list[IntLike], b: list[IntLike]) -> list[IntLike] | None:
@@ -82,8 +98,11 @@ def _onto(sizes: Sizes, xs: list[IntLike], rs: list[IntLike]) -> Mapping:
     return {**coarsen(old_x, xs, 0), **coarsen(old_r, rs, len(xs), len(old_x))}
 
 
-def join(a: Sizes, b: Sizes) -> Join | None:
-    """The iteration nodes `a` and `b` can share, or None when they cannot."""
+def join(a: Sizes, b: Sizes, reorder: Reorder | None = None) -> Join | None:
+    """The iteration nodes `a` and `b` can share (`reorder` permuting one's x loops first), or None
+    when they cannot."""
+    if reorder is not None:
+        return _join_reordered(a, b, reorder)
     if bool(a[1]) == bool(b[1]):
         xs, rs = refine(a[0], b[0]), refine(a[1], b[1])
         if xs is None or rs is None:
@@ -104,3 +123,17 @@ def join(a: Sizes, b: Sizes) -> Join | None:
         maps = _onto(red, xs, rs), coarsen(px, xs, 0)
     first, second = maps if red is a else maps[::-1]
     return Join((xs, rs), first, second)
+
+
+def _join_reordered(a: Sizes, b: Sizes, reorder: Reorder) -> Join | None:
+    sizes = [a, b]
+    xs, rs = sizes[reorder.node]
+    sizes[reorder.node] = ([xs[k] for k in reorder.order], rs)
+    shared = join(*sizes)
+    if shared is None:
+        return None
+    maps = [shared.first, shared.second]
+    permuted = maps[reorder.node]  # the permuted node's new variables onto the shared nest
+    old = {pvar(k): permuted[pvar(new)] for new, k in enumerate(reorder.order)}
+    maps[reorder.node] = {**permuted, **old}
+    return Join(shared.sizes, maps[0], maps[1], reorder)

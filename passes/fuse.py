@@ -6,9 +6,10 @@ when no one else reads it), then look again. A pair may fuse when both are kerne
 device, their iterations share a loop nest (see analysis/iteration.py), no path leads from one to the
 other through a third node (that node would have to run in the middle), and every read of the
 earlier node's output by the later one is at the index it was stored at: such a load becomes the
-stored SSA value, and the store goes when nothing outside the fused node reads the buffer. A
-matmul template node takes pointwise work over its own loops only (its epilogue, see
-passes/mm_templates.py).
+stored SSA value, and the store goes when nothing outside the fused node reads the buffer.
+Where that holds only with one node's loops in another order (a row-major pointwise node beside
+a column reduction), that node's loops are permuted (analysis/loop_order.py). A matmul template
+node takes pointwise work over its own loops only (its epilogue, see passes/mm_templates.py).
 
 Each pair it weighs (the pairs that share a buffer) gets a remark, located at the later node:
 fused and the bytes saved, or refused, by which rule (see RULES), and what it would have saved.
@@ -23,7 +24,8 @@ import logging
 from dataclasses import dataclass
 
 from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps, size_hint
-from mind.analysis.iteration import Join, join
+from mind.analysis.iteration import Join, Reorder, join
+from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import substitute
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
@@ -96,10 +98,23 @@ def creates_cycle(a: Node, b: Node, block: Block, position) -> Operation | None:
 
 
 def shared_loops(a: Node, b: Node) -> Join | Refusal:
-    """How `a` and `b` share a loop nest, or the rule that keeps them apart."""
+    """How `a` and `b` share a loop nest, or the rule that keeps them apart. Where their loops
+    as they are share none, or share one that misplaces a read ("iteration", "index"), one node's
+    loops may be permuted (see analysis/loop_order.py): the legal permutation whose accesses are
+    most often contiguous along the innermost loop is taken."""
     if a.device != b.device:
         return Refusal("device", (a.device, b.device))
-    shared = join(a.sizes, b.sizes)
+    found = _joined(a, b, None)
+    if isinstance(found, Refusal) and found.rule in ("iteration", "index"):
+        legal = [j for r in reorders(a, b) if isinstance(j := _joined(a, b, r), Join)]
+        return max(legal, key=lambda j: contiguous_bytes(a, b, j), default=found)
+    return found
+
+
+def _joined(a: Node, b: Node, reorder: Reorder | None) -> Join | Refusal:
+    """The loop nest `a` and `b` share with `reorder` applied, if every read of `a`'s results
+    in `b` is where `a` stored it; or the rule that refuses it."""
+    shared = join(a.sizes, b.sizes, reorder)
     if shared is None:
         return Refusal("iteration", (a.sizes, b.sizes))
     if not template_fusable(a, b, shared.sizes):
@@ -153,8 +168,10 @@ class Remarks:
             message = f"@{a.symbol} + @{b.symbol}: not fused {refusal}; would save {score} bytes"
             self._emit(message, b, logging.DEBUG)
 
-    def fused(self, a: Node, b: Node, score: int, node: Node) -> None:
-        message = f"@{a.symbol} + @{b.symbol}: fused into @{node.symbol}, saving {score} bytes"
+    def fused(self, a: Node, b: Node, score: int, node: Node, shared: Join) -> None:
+        r = shared.reorder
+        how = f", loops of @{(a, b)[r.node].symbol} reordered to {r}" if r is not None else ""
+        message = f"@{a.symbol} + @{b.symbol}: fused into @{node.symbol}{how}, saving {score} bytes"
         self._emit(message, b, logging.INFO)
 
     def _emit(self, message: str, at: Node, level: int) -> None:
@@ -330,7 +347,7 @@ def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
         a, b, shared, saved = found
         node = search.fuse(a, b, shared)
         if remarks is not None:
-            remarks.fused(a, b, saved, node)
+            remarks.fused(a, b, saved, node, shared)
 
 
 @dataclass(frozen=True)
