@@ -9,9 +9,11 @@ node to permute pairs with the other node's loop that steps the buffer by the sa
 many elements (a loop of one side may be several of the other's: both are cut where the other's
 strides fall inside them); a loop that does not move through the buffer (a broadcast, or the
 rows of a reduction's stored result) takes the place of the other's loops that do not either.
-Each buffer both touch proposes one order; the caller checks each as any join (analysis/
-iteration.py, the index rule of passes/fuse.py) and, of the legal ones, keeps the one whose
-accesses are most often contiguous along the innermost loop.
+A node whose one loop covers several dims (a flat view of them, read through `Mod(p0, 16)`) is
+first cut where its indexes take the loop apart (Inductor reindexes such a node to match a
+reduction: `loop_reindexing_after_fusion`). Each buffer both touch proposes one order; the caller
+checks each as any join (analysis/iteration.py, the index rule of passes/fuse.py) and, of the
+legal ones, keeps the one whose accesses are most often contiguous along the innermost loop.
 
 Only nodes without r loops are permuted (reordering a reduction's loops would change the order
 it combines in), as in Inductor, and not matmul templates, whose loops are their tiling.
@@ -27,9 +29,9 @@ from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Value
 from mind.ir.symbols import IntLike, as_int_like
 
-from .deps import equal, product, size_hint
-from .iteration import Join, Reorder
-from .loops import pvar, substitute
+from .deps import equal, index_ops, product, size_hint
+from .iteration import Join, Reorder, coarsen
+from .loops import pvar, simplify_with_ranges, substitute
 
 #: a buffer access in a node's body: the buffer, the flat index, whether it stores
 Access = tuple[Value, IntLike, bool]
@@ -133,27 +135,74 @@ def _whole(expr: sympy.Expr) -> bool:
 
 
 def permutable(node: Node) -> bool:
-    return not node.sizes[1] and node.template is None and len(node.sizes[0]) > 1
+    return not node.sizes[1] and node.template is None
 
 
 def reorders(a: Node, b: Node) -> Iterator[Reorder]:
-    """The permutations of `b`'s loops, then of `a`'s, that the buffers both touch propose:
+    """The ways to cut and permute `b`'s loops, then `a`'s, that the buffers both touch propose:
     a buffer one stores and the other loads first, then buffers both load, larger first; each
     distinct one once, the identity never."""
     seen: set[Reorder] = set()
     for which, mine, other in ((1, b, a), (0, a, b)):
         if not permutable(mine):
             continue
+        cut, on_pieces = pieces(mine)
         theirs = accesses(other)
-        pairs = [(x, y) for x in accesses(mine) for y in theirs if x[0] is y[0]]
+        pairs = [(x, y) for x in on_pieces for y in theirs if x[0] is y[0]]
         pairs.sort(key=lambda p: (not (p[0][2] or p[1][2]), -_numel(p[0][0])))
         other_sizes = [*other.sizes[0], *other.sizes[1]]
         for (_, index, _), (_, other_index, _) in pairs:
-            order = matching_order(mine.sizes[0], index, other_sizes, other_index)
-            reorder = Reorder(which, order) if order is not None else None
+            order = matching_order(cut, index, other_sizes, other_index)
+            reorder = Reorder(which, tuple(cut), order) if order is not None else None
             if reorder is not None and order != tuple(sorted(order)) and reorder not in seen:
                 seen.add(reorder)
                 yield reorder
+
+
+def pieces(node: Node) -> tuple[list[IntLike], list[Access]]:
+    """A node's x loops cut where its indexes take a loop apart (`Mod(p0, 16)`, `floor(p0/16)`:
+    one flat loop over several dims, a view's doing), and its accesses over the pieces."""
+    xs = node.sizes[0]
+    found = [_cut_points(node, pvar(k), size) for k, size in enumerate(xs)]
+    cut = [s for size, points in zip(xs, found) for s in _piece_sizes(size, points)]
+    if len(cut) == len(xs):
+        return list(xs), accesses(node)
+    mapping = coarsen(xs, cut, 0)
+    ranges = {pvar(k): s for k, s in enumerate(cut)}
+    return cut, [
+        (v, simplify_with_ranges(substitute(i, mapping), ranges), store)
+        for v, i, store in accesses(node)
+    ]
+
+
+def _cut_points(node: Node, var: sympy.Symbol, size: IntLike) -> list[IntLike]:
+    """Where the node's indexes take loop `var` apart: the m of each `Mod(var + ..., m)`, the c
+    of each `floor(var/c + ...)`, c*m for `Mod(floor(var/c), m)`, each dividing `size`."""
+    points = []
+    for op in index_ops(node.body.ops):
+        expr = sympy.sympify(op.index)
+        for term in expr.atoms(sympy.Mod, sympy.floor):
+            inner, outer = term.args[0], term.args[1] if isinstance(term, sympy.Mod) else 1
+            if isinstance(inner, sympy.floor):
+                inner = inner.args[0]
+            step = sympy.expand(inner).coeff(var)
+            if step != 0 and not step.free_symbols & {var}:
+                points += [1 / step, outer / step]
+    return [
+        p
+        for p in dict.fromkeys(points)
+        if _whole(p) and _whole(size / p) and not (equal(p, 1) or equal(p, size))
+    ]
+
+
+def _piece_sizes(size: IntLike, points: list[IntLike]) -> list[IntLike]:
+    """`size` cut at `points` (each dividing the next, once sorted), outer first; uncut where they
+    do not chain."""
+    chain = sorted(points, key=size_hint)
+    if any(not _whole(hi / lo) for lo, hi in zip(chain, chain[1:])) or not chain:
+        return [size]
+    bounds = [1, *chain, size]
+    return [as_int_like(hi / lo) for lo, hi in reversed(list(zip(bounds, bounds[1:])))]
 
 
 def _numel(value: Value) -> int:

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps, size_hint
 from mind.analysis.iteration import Join, Reorder, join
 from mind.analysis.loop_order import contiguous_bytes, reorders
-from mind.analysis.loops import substitute
+from mind.analysis.loops import pvar, simplify_with_ranges, substitute
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Diagnostic, emit, handled
 from mind.ir.logs import channel
+from mind.ir.symbols import IntLike
 from mind.ir.types import TensorType
 
 from .manager import GraphPass, option
@@ -120,19 +121,25 @@ def _joined(a: Node, b: Node, reorder: Reorder | None) -> Join | Refusal:
     if not template_fusable(a, b, shared.sizes):
         template, other = (a, b) if a.template is not None else (b, a)
         return Refusal("template", (template.symbol, other.symbol))
-    stored = {
-        s.buffer: substitute(s.index, shared.first) for s in a.body.ops if isinstance(s, Store)
-    }
+    stored = {s.buffer: onto(s.index, shared, 0) for s in a.body.ops if isinstance(s, Store)}
     for load in b.body.ops:
         if not isinstance(load, Load) or load.source not in a.results:
             continue
         if load.mask is not None or load.indirect is not None:
             return Refusal("indirect-read", (b.symbol, load.source.name))
-        index = substitute(load.index, shared.second)
+        index = onto(load.index, shared, 1)
         if not equal(index, stored[load.source]):
             found = (b.symbol, load.source.name, index, a.symbol, stored[load.source])
             return Refusal("index", found)
     return shared
+
+
+def onto(index: IntLike, shared: Join, part: int) -> IntLike:
+    """An index of the join's first (`part` 0) or second node over the shared loops, with what
+    their ranges make trivial folded (a loop cut in pieces leaves `Mod`s of them behind)."""
+    xs, rs = shared.sizes
+    ranges = {pvar(k): s for k, s in enumerate([*xs, *rs])}
+    return simplify_with_ranges(substitute(index, (shared.first, shared.second)[part]), ranges)
 
 
 def legal_fusion(a: Node, b: Node, block: Block, position, max_parts: int) -> Join | Refusal:
@@ -169,8 +176,10 @@ class Remarks:
             self._emit(message, b, logging.DEBUG)
 
     def fused(self, a: Node, b: Node, score: int, node: Node, shared: Join) -> None:
-        r = shared.reorder
-        how = f", loops of @{(a, b)[r.node].symbol} reordered to {r}" if r is not None else ""
+        r, how = shared.reorder, ""
+        if r is not None:
+            node_ = (a, b)[r.node]
+            how = f", loops of @{node_.symbol} {r.describe(node_.sizes)}"
         message = f"@{a.symbol} + @{b.symbol}: fused into @{node.symbol}{how}, saving {score} bytes"
         self._emit(message, b, logging.INFO)
 
@@ -202,14 +211,14 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
     body_map: dict[Value, Value] = dict(zip(kept, node.results))
     stored: dict[Value, Value] = {}
     ops: list[Operation] = []
-    for part, mapping in ((a, shared.first), (b, shared.second)):
+    for k, part in enumerate((a, b)):
         for op in part.body.ops:
             if part is b and isinstance(op, Load) and op.source in forwarded:
                 body_map[op.result] = stored[op.source]
             elif isinstance(op, Store) and op.buffer in dropped:
                 stored[op.buffer] = body_map[op.value]
             else:
-                ops.append(copy_body_op(op, body_map, lambda e, m=mapping: substitute(e, m)))
+                ops.append(copy_body_op(op, body_map, lambda e, k=k: onto(e, shared, k)))
                 if isinstance(op, Store):
                     stored[op.buffer] = ops[-1].value
     for op in ops:

@@ -1,5 +1,5 @@
 """Loop reordering for fusion (analysis/loop_order.py, passes/fuse.py): the orders that strides
-propose, joins through a permutation, and end to end on CPU (Triton's interpreter) against eager:
+propose, joins through a permutation (of a flat loop's pieces too), and end to end on CPU (Triton's interpreter) against eager:
 nodes that iterate the same elements in different orders become one kernel, with static and
 symbolic sizes, and a training step whose weight and bias gradients are column sums."""
 
@@ -8,9 +8,11 @@ from __future__ import annotations
 import copy
 
 import pytest
+import sympy
 import torch
 from mind.analysis.iteration import Reorder, join
 from mind.analysis.loop_order import matching_order, strides
+from mind.analysis.loops import simplify_with_ranges
 from mind.ir.symbols import sym
 from programs import no_fallback
 from test_e2e_patterns import kernels
@@ -43,17 +45,35 @@ def test_matching_order_pairs_loops_by_stride():
 
 
 def test_join_through_a_permutation():
-    shared = join(([16], [8]), ([8, 16], []), Reorder(1, (1, 0)))
+    shared = join(([16], [8]), ([8, 16], []), Reorder(1, (8, 16), (1, 0)))
     assert shared.sizes == ([16], [8])
     assert shared.first == {p0: p0, p1: p1}
     assert shared.second == {p0: p1, p1: p0}  # the old rows run in r, the old columns in x
-    assert str(shared.reorder) == "(p1, p0)"
-    shared = join(([2, 4, 16], []), ([16], [8]), Reorder(0, (2, 0, 1)))
+    assert shared.reorder.describe(([8, 16], [])) == "reordered to (p1, p0)"
+    shared = join(([2, 4, 16], []), ([16], [8]), Reorder(0, (2, 4, 16), (2, 0, 1)))
     assert shared.sizes == ([16], [2, 4])
     assert shared.first == {p0: p1, p1: p2, p2: p0}
     assert shared.second == {p0: p0, p1: 4 * p1 + p2}
-    assert join(([16], [6]), ([6, 16], []), Reorder(1, (0, 1))) is None  # as it was: no nest
-    assert join(([16], [6]), ([6, 16], []), Reorder(1, (1, 0))).sizes == ([16], [6])
+    unchanged, swapped = Reorder(1, (6, 16), (0, 1)), Reorder(1, (6, 16), (1, 0))
+    assert join(([16], [6]), ([6, 16], []), unchanged) is None  # as they are: no nest
+    assert join(([16], [6]), ([6, 16], []), swapped).sizes == ([16], [6])
+
+
+def test_join_through_pieces_of_a_flat_loop():
+    cut = Reorder(1, (8, 16), (1, 0))
+    shared = join(([16], [8]), ([128], []), cut)
+    assert shared.sizes == ([16], [8]) and shared.second == {p0: p0 + 16 * p1}
+    assert cut.describe(([128], [])) == "cut to [8, 16] and reordered to (p1, p0)"
+
+
+def test_ranges_fold_what_pieces_leave_behind():
+    ranges = {p0: 16, p1: 8}
+    assert simplify_with_ranges(sympy.Mod(16 * p1 + p0, 16), ranges) == p0
+    assert simplify_with_ranges(sympy.floor((16 * p1 + p0) / 16), ranges) == p1
+    assert simplify_with_ranges(sympy.Mod(sympy.floor((16 * p1 + p0) / 16), 8), ranges) == p1
+    assert simplify_with_ranges(sympy.Mod(p0, 8), ranges) == sympy.Mod(p0, 8)  # p0 reaches 15
+    assert simplify_with_ranges(sympy.Mod(p1 * s1 + p0, s1), {p0: s1, p1: s0}) == p0
+    assert simplify_with_ranges(sympy.floor((p1 * s1 + p0) / s1), {p0: s1, p1: s0}) == p1
 
 
 def _transpose_add_sum(x, y):
@@ -73,6 +93,9 @@ PROGRAMS = {
     "column_sum_3d": (lambda x: x.exp() / x.exp().sum((0, 1)), [[(3, 5, 8)], [(4, 6, 10)]]),
     "transpose_add_sum": (_transpose_add_sum, [[(24, 16), (16, 24)], [(7, 5), (5, 7)]]),
     "pointwise_transpose": (_pointwise_transpose, [[(16, 24)], [(6, 10)]]),
+    # a flat view of the result: one loop over both dims, cut where its Mod takes it apart
+    "flat_view": (lambda x: (x - x.sum(0)).view(-1) * 2, [[(16, 24)], [(9, 13)]]),
+    "flat_view_transposed": (lambda x: (x.t() - x.sum(1)).reshape(-1), [[(16, 24)], [(9, 13)]]),
 }
 
 
