@@ -5,7 +5,9 @@ refinement (`[4, 128]` and `[512]` both become `[4, 128]`, `[4, 128]` and `[8, 6
 `[4, 2, 64]`): every original loop is then a run of adjacent new loops and its variable a linear
 combination of theirs. Like Inductor's SIMD scheduling, a pointwise node joins a reduction when
 its numel is the reduction's x*r (it runs inside the r loop: prologue or softmax-style epilogue)
-or its x numel (it runs once per row).
+or its x numel (it runs once per row). A join may first cut and permute one node's x loops
+(`Reorder`, chosen by analysis/loop_order.py): its loop variables then map onto the shared nest
+through the pieces and the permutation.
 """
 
 from __future__ import annotations
@@ -16,19 +18,37 @@ import sympy
 from mind.ir.symbols import IntLike
 
 from .deps import equal, product
-from .loops import pvar
+from .loops import pvar, substitute
 
 Sizes = tuple[list[IntLike], list[IntLike]]
 Mapping = dict[sympy.Symbol, IntLike]
 
 
 @dataclass(frozen=True)
+class Reorder:
+    """One node's x loops cut and permuted: `sizes` are its x loops cut in pieces (each loop a
+    run of adjacent pieces; no cut, its x sizes), and new loop k is piece `order[k]`. `node` is
+    0 for the first node of a join, 1 for the second."""
+
+    node: int
+    sizes: tuple[IntLike, ...]
+    order: tuple[int, ...]
+
+    def describe(self, sizes: Sizes) -> str:
+        """How the node iterating `sizes` was changed, for a remark."""
+        cut = f"cut to {list(self.sizes)} and " if list(self.sizes) != list(sizes[0]) else ""
+        return cut + "reordered to (" + ", ".join(f"p{k}" for k in self.order) + ")"
+
+
+@dataclass(frozen=True)
 class Join:
-    """The shared iteration and, for each node, its old loop variables in terms of the new."""
+    """The shared iteration and, for each node, its old loop variables in terms of the new (through
+    `reorder`'s permutation, when there is one)."""
 
     sizes: Sizes
     first: Mapping
     second: Mapping
+    reorder: Reorder | None = None
 
 
 def refine(a: list[IntLike], b: list[IntLike]) -> list[IntLike] | None:
@@ -82,8 +102,11 @@ def _onto(sizes: Sizes, xs: list[IntLike], rs: list[IntLike]) -> Mapping:
     return {**coarsen(old_x, xs, 0), **coarsen(old_r, rs, len(xs), len(old_x))}
 
 
-def join(a: Sizes, b: Sizes) -> Join | None:
-    """The iteration nodes `a` and `b` can share, or None when they cannot."""
+def join(a: Sizes, b: Sizes, reorder: Reorder | None = None) -> Join | None:
+    """The iteration nodes `a` and `b` can share (`reorder` permuting one's x loops first), or None
+    when they cannot."""
+    if reorder is not None:
+        return _join_reordered(a, b, reorder)
     if bool(a[1]) == bool(b[1]):
         xs, rs = refine(a[0], b[0]), refine(a[1], b[1])
         if xs is None or rs is None:
@@ -104,3 +127,20 @@ def join(a: Sizes, b: Sizes) -> Join | None:
         maps = _onto(red, xs, rs), coarsen(px, xs, 0)
     first, second = maps if red is a else maps[::-1]
     return Join((xs, rs), first, second)
+
+
+def _join_reordered(a: Sizes, b: Sizes, reorder: Reorder) -> Join | None:
+    sizes = [a, b]
+    xs, rs = sizes[reorder.node]
+    pieces = list(reorder.sizes)
+    sizes[reorder.node] = ([pieces[k] for k in reorder.order], rs)
+    shared = join(*sizes)
+    if shared is None:
+        return None
+    maps = [shared.first, shared.second]
+    onto = maps[reorder.node]  # the cut, permuted loops' variables onto the shared nest
+    piece = {pvar(k): onto[pvar(new)] for new, k in enumerate(reorder.order)}
+    old = {v: substitute(e, piece) for v, e in coarsen(xs, pieces, 0).items()}
+    old |= {pvar(len(xs) + k): onto[pvar(len(pieces) + k)] for k in range(len(rs))}
+    maps[reorder.node] = old
+    return Join(shared.sizes, maps[0], maps[1], reorder)

@@ -148,3 +148,45 @@ def body_ops(op: Operation, cls: type[T]) -> Iterator[T]:
     """The ops of class `cls` in a node's body."""
     if op.regions:
         yield from (o for o in op.body.ops if isinstance(o, cls))
+
+
+def simplify_with_ranges(expr: IntLike, ranges: dict[sympy.Symbol, IntLike]) -> IntLike:
+    """`expr` with what the loop variables' ranges (`p0` in `[0, ranges[p0])`) make trivial folded:
+    `Mod(x, m)` is `x` and `floor(x/m)` is 0 where `x` lies in `[0, m)`. A loop cut in pieces
+    (`p0` as `16*p1 + p2`) leaves such terms behind (`Mod(16*p1 + p2, 16)` is `p2`), as Inductor's
+    `simplify_with_ranges` folds them."""
+    if isinstance(expr, int) or not expr.has(sympy.Mod, sympy.floor):
+        return expr
+    return _with_ranges(expr, tuple(ranges.items()))
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _with_ranges(expr: sympy.Expr, ranges: tuple[tuple[sympy.Symbol, IntLike], ...]) -> IntLike:
+    bounds = dict(ranges)
+
+    def mod(x: sympy.Expr, m: sympy.Expr) -> sympy.Expr:
+        return x if _below(x, m, bounds) else sympy.Mod(x, m)
+
+    def floor(arg: sympy.Expr) -> sympy.Expr:
+        terms = sympy.Add.make_args(sympy.expand(arg))
+        whole = sympy.Add(*(t for t in terms if t.is_integer))
+        num, den = sympy.fraction(sympy.together(arg - whole))
+        return whole if _below(num, den, bounds) else whole + sympy.floor(arg - whole)
+
+    def fold(e: sympy.Expr) -> sympy.Expr:  # inner terms first: replace works bottom up
+        return mod(*e.args) if isinstance(e, sympy.Mod) else floor(e.args[0])
+
+    return simplify_index(expr.replace(lambda e: isinstance(e, sympy.Mod | sympy.floor), fold))
+
+
+def _below(x: sympy.Expr, bound: sympy.Expr, ranges: dict[sympy.Symbol, IntLike]) -> bool:
+    """Whether `0 <= x < bound` for every value of the loop variables in `x` (linear in them,
+    with non-negative coefficients), sizes being positive."""
+    x = sympy.expand(x)
+    loop_vars = [v for v in x.free_symbols if v in ranges]
+    coeffs = [x.coeff(v) for v in loop_vars]
+    rest = x - sum((c * v for c, v in zip(coeffs, loop_vars)), start=sympy.Integer(0))
+    if any(e.free_symbols & set(loop_vars) or not e.is_nonnegative for e in (*coeffs, rest)):
+        return False
+    top = rest + sum((c * (ranges[v] - 1) for c, v in zip(coeffs, loop_vars)), sympy.Integer(0))
+    return bool((bound - 1 - top).is_nonnegative)

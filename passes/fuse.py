@@ -6,10 +6,12 @@ when no one else reads it), then look again. A pair may fuse when both are kerne
 device, their iterations share a loop nest (see analysis/iteration.py), no path leads from one to the
 other through a third node (that node would have to run in the middle), and every read of the
 earlier node's output by the later one is at the index it was stored at: such a load becomes the
-stored SSA value, and the store goes when nothing outside the fused node reads the buffer. A
-matmul template node takes pointwise work over its own loops only (its epilogue, see
-passes/mm_templates.py). A node that updates a buffer in place (a scatter) fuses with nothing:
-its target must be complete before it starts, and its readers wait for all of it.
+stored SSA value, and the store goes when nothing outside the fused node reads the buffer.
+Where that holds only with one node's loops in another order (a row-major pointwise node beside
+a column reduction), that node's loops are permuted (analysis/loop_order.py). A matmul template
+node takes pointwise work over its own loops only (its epilogue, see passes/mm_templates.py). A
+node that updates a buffer in place (a scatter) fuses with nothing: its target must be complete
+before it starts, and its readers wait for all of it.
 
 Each pair it weighs (the pairs that share a buffer) gets a remark, located at the later node:
 fused and the bytes saved, or refused, by which rule (see RULES), and what it would have saved.
@@ -24,13 +26,15 @@ import logging
 from dataclasses import dataclass
 
 from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps, size_hint
-from mind.analysis.iteration import Join, join
-from mind.analysis.loops import substitute
+from mind.analysis.iteration import Join, Reorder, join
+from mind.analysis.loop_order import contiguous_bytes, reorders
+from mind.analysis.loops import pvar, simplify_with_ranges, substitute
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Diagnostic, emit, handled
 from mind.ir.logs import channel
+from mind.ir.symbols import IntLike
 from mind.ir.types import TensorType
 
 from .manager import GraphPass, option
@@ -98,28 +102,47 @@ def creates_cycle(a: Node, b: Node, block: Block, position) -> Operation | None:
 
 
 def shared_loops(a: Node, b: Node) -> Join | Refusal:
-    """How `a` and `b` share a loop nest, or the rule that keeps them apart."""
+    """How `a` and `b` share a loop nest, or the rule that keeps them apart. Where their loops
+    as they are share none, or share one that misplaces a read ("iteration", "index"), one node's
+    loops may be permuted (see analysis/loop_order.py): the legal permutation whose accesses are
+    most often contiguous along the innermost loop is taken."""
     if a.device != b.device:
         return Refusal("device", (a.device, b.device))
-    shared = join(a.sizes, b.sizes)
+    found = _joined(a, b, None)
+    if isinstance(found, Refusal) and found.rule in ("iteration", "index"):
+        legal = [j for r in reorders(a, b) if isinstance(j := _joined(a, b, r), Join)]
+        return max(legal, key=lambda j: contiguous_bytes(a, b, j), default=found)
+    return found
+
+
+def _joined(a: Node, b: Node, reorder: Reorder | None) -> Join | Refusal:
+    """The loop nest `a` and `b` share with `reorder` applied, if every read of `a`'s results
+    in `b` is where `a` stored it; or the rule that refuses it."""
+    shared = join(a.sizes, b.sizes, reorder)
     if shared is None:
         return Refusal("iteration", (a.sizes, b.sizes))
     if not template_fusable(a, b, shared.sizes):
         template, other = (a, b) if a.template is not None else (b, a)
         return Refusal("template", (template.symbol, other.symbol))
-    stored = {
-        s.buffer: substitute(s.index, shared.first) for s in a.body.ops if isinstance(s, Store)
-    }
+    stored = {s.buffer: onto(s.index, shared, 0) for s in a.body.ops if isinstance(s, Store)}
     for load in b.body.ops:
         if not isinstance(load, Load) or load.source not in a.results:
             continue
         if load.mask is not None or load.indirect is not None:
             return Refusal("indirect-read", (b.symbol, load.source.name))
-        index = substitute(load.index, shared.second)
+        index = onto(load.index, shared, 1)
         if not equal(index, stored[load.source]):
             found = (b.symbol, load.source.name, index, a.symbol, stored[load.source])
             return Refusal("index", found)
     return shared
+
+
+def onto(index: IntLike, shared: Join, part: int) -> IntLike:
+    """An index of the join's first (`part` 0) or second node over the shared loops, with what
+    their ranges make trivial folded (a loop cut in pieces leaves `Mod`s of them behind)."""
+    xs, rs = shared.sizes
+    ranges = {pvar(k): s for k, s in enumerate([*xs, *rs])}
+    return simplify_with_ranges(substitute(index, (shared.first, shared.second)[part]), ranges)
 
 
 def legal_fusion(a: Node, b: Node, block: Block, position, max_parts: int) -> Join | Refusal:
@@ -161,8 +184,12 @@ class Remarks:
             message = f"@{a.symbol} + @{b.symbol}: not fused {refusal}; would save {score} bytes"
             self._emit(message, b, logging.DEBUG)
 
-    def fused(self, a: Node, b: Node, score: int, node: Node) -> None:
-        message = f"@{a.symbol} + @{b.symbol}: fused into @{node.symbol}, saving {score} bytes"
+    def fused(self, a: Node, b: Node, score: int, node: Node, shared: Join) -> None:
+        r, how = shared.reorder, ""
+        if r is not None:
+            node_ = (a, b)[r.node]
+            how = f", loops of @{node_.symbol} {r.describe(node_.sizes)}"
+        message = f"@{a.symbol} + @{b.symbol}: fused into @{node.symbol}{how}, saving {score} bytes"
         self._emit(message, b, logging.INFO)
 
     def _emit(self, message: str, at: Node, level: int) -> None:
@@ -193,14 +220,14 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
     body_map: dict[Value, Value] = dict(zip(kept, node.results))
     stored: dict[Value, Value] = {}
     ops: list[Operation] = []
-    for part, mapping in ((a, shared.first), (b, shared.second)):
+    for k, part in enumerate((a, b)):
         for op in part.body.ops:
             if part is b and isinstance(op, Load) and op.source in forwarded:
                 body_map[op.result] = stored[op.source]
             elif isinstance(op, Store) and op.buffer in dropped:
                 stored[op.buffer] = body_map[op.value]
             else:
-                ops.append(copy_body_op(op, body_map, lambda e, m=mapping: substitute(e, m)))
+                ops.append(copy_body_op(op, body_map, lambda e, k=k: onto(e, shared, k)))
                 if isinstance(op, Store):
                     stored[op.buffer] = ops[-1].value
     for op in ops:
@@ -338,7 +365,7 @@ def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
         a, b, shared, saved = found
         node = search.fuse(a, b, shared)
         if remarks is not None:
-            remarks.fused(a, b, saved, node)
+            remarks.fused(a, b, saved, node, shared)
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,17 @@
-"""On a CUDA GPU: split reductions, Welford, matmul templates and autotuning compiled for the
-device (not interpreted), against eager, with no fallback. Skipped without CUDA."""
+"""On a CUDA GPU: split reductions, Welford, matmul templates, autotuning and fusions through
+reordered loops compiled for the device (not interpreted), against eager, with no fallback.
+Skipped without CUDA."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 from programs import no_fallback
+from test_loop_order import PROGRAMS as REORDERED
 
 from mind.options import PIPELINE
 
@@ -90,3 +93,20 @@ def test_max_autotune_tunes_and_records(tmp_path):
     assert any(r.get("winner") in ("template", "aten") for r in records)
     assert any(isinstance(r.get("ms"), list) and len(r["ms"]) > 1 for r in records)
     close(compiled(fn, x, w, mode="max-autotune"), fn(x, w), 1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("name", REORDERED)
+def test_reordered_loops_fuse(name, dtype, tmp_path, monkeypatch):
+    """tests/test_loop_order.py's programs at about 2**24 elements: fuse makes one node of each
+    (to-triton may split its reduction), with eager's values."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
+    fn, calls = REORDERED[name]
+    most = max(math.prod(shape) for shape in calls[0])
+    scale = int((2**24 / most) ** (1 / max(len(shape) for shape in calls[0])))
+    args = [
+        torch.randn([s * scale for s in shape], device="cuda", dtype=dtype) for shape in calls[0]
+    ]
+    close(compiled(fn, *args), fn(*args), 1e-3 if dtype == torch.float32 else 3e-2)
+    (fused,) = (tmp_path / "dump").glob("*.fuse.scheduled")
+    assert fused.read_text().count("scheduled.node @") == 1
