@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import py_compile
 import re
 import sys
 from functools import cache
+from importlib.machinery import SourceFileLoader
+from importlib.util import cache_from_source
 from pathlib import Path
+from types import CodeType
 
 import torch
 import triton
@@ -115,6 +119,22 @@ def cached_file(source: str, key: str) -> Path | None:
         return None
     log.info("module %s: %s", path, "written" if found is None else "repaired (other content)")
     return path
+
+
+def module_code(source: str, filename: str) -> CodeType:
+    """`source`, which the file `filename` holds, compiled: from the bytecode cached beside the
+    file as Python caches an imported module's (`__pycache__`), written once, in the form that
+    is checked against the hash of the source (PEP 552), so edited source never runs stale
+    bytecode. Compiling a large module takes longer than the rest of loading it. Compiled in
+    memory when the bytecode cannot be written or read."""
+    try:
+        if not Path(cache_from_source(filename)).exists():
+            mode = py_compile.PycInvalidationMode.CHECKED_HASH
+            py_compile.compile(filename, doraise=True, invalidation_mode=mode)
+        code = SourceFileLoader("mind_generated", filename).get_code("mind_generated")
+    except (OSError, ImportError, ValueError, py_compile.PyCompileError):
+        code = None
+    return code if code is not None else compile(source, filename, "exec")
 
 
 def cached_graph(key: str, interpret: bool) -> str | None:

@@ -182,3 +182,19 @@ def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_p
     (asserting,) = [name for name in loader_options if "embedding" in name]
     assert loader_options[asserting].items() >= DEBUG_OPTIONS.items()
     assert all("debug" not in o for name, o in loader_options.items() if name != asserting)
+
+
+def test_a_module_runs_from_bytecode_checked_against_its_source(tmp_path):
+    """Bytecode is written beside the module once; an edited module never runs it stale."""
+    from importlib.util import cache_from_source
+
+    from mind.runtime.compile_pool import exec_source
+
+    path = tmp_path / "module.py"
+    pyc = tmp_path / cache_from_source(str(path))
+    for value in (1, 2):  # the same size, within the same second
+        source = f"VALUE = {value}\n"
+        path.write_text(source)
+        namespace: dict = {}
+        exec_source(source, str(path), namespace)
+        assert namespace["VALUE"] == value and pyc.exists()
