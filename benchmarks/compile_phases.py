@@ -14,6 +14,7 @@ and of the transformer's first call, with their phases.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import json
 import math
@@ -31,13 +32,14 @@ MIND_PHASES = (
     ("mind.backend", "_anonymous", "cache key"),
     ("mind.runtime", "graph_key", "cache key"),
     ("mind.runtime", "cached_graph", "cache lookup"),
+    ("mind.runtime", "cached_module", "cache lookup"),
     ("mind.runtime", "remember_graph", "cache store"),
     ("mind.passes.manager", "PassManager.run", "pass manager"),
     ("mind.passes.manager", "verify", "verify"),
     ("mind.dump", "GraphDump.stage", "dump"),
     ("mind.target.triton", "emit", "emit"),
     ("mind.runtime", "load", "load"),
-    ("mind.backend", "FirstCallCheck.__call__", "run"),
+    ("mind.compiled", "FirstCallCheck.__call__", "run"),
 )
 #: phases that are not compiling: the compiled code running (on CPU, in Triton's interpreter)
 NOT_COMPILE = ("run",)
@@ -50,11 +52,15 @@ CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 class Phases:
     """Exclusive seconds per phase (each pass is one, `pass:<name>`) on each clock: a phase
-    called inside another is taken out of the outer one."""
+    called inside another is taken out of the outer one. Python's garbage collection is a phase
+    of its own (`gc`), taken out of the compile phase it interrupts: a full collection scans
+    every object of the process (torch's too), and whichever phase happens to trigger one
+    would otherwise look slow."""
 
     def __init__(self) -> None:
         self.seconds = {clock: defaultdict(float) for clock in CLOCKS}
-        self._stack: list[dict[str, float]] = []
+        self._stack: list[tuple[str, dict[str, float]]] = []
+        self._gc_start: dict[str, float] = {}
 
     def install(self, table=MIND_PHASES) -> None:
         for module, attr, phase in table:
@@ -67,21 +73,37 @@ class Phases:
 
         for cls in PASSES.values():
             cls.run = self.timed(cls.run, f"pass:{cls.name}")
+        gc.callbacks.append(self._collected)
+
+    def _collected(self, phase: str, info: dict) -> None:
+        """A `gc.callbacks` hook: the collection's seconds go to `gc`, unless the code it
+        interrupted is not compiling (the compiled code's own run keeps its collections)."""
+        now = {clock: tick() for clock, tick in CLOCKS.items()}
+        if phase == "start":
+            self._gc_start = now
+            return
+        if not self._gc_start or (self._stack and self._stack[-1][0] in NOT_COMPILE):
+            return
+        for clock, end in now.items():
+            spent = end - self._gc_start[clock]
+            self.seconds[clock]["gc"] += spent
+            if self._stack:
+                self._stack[-1][1][clock] += spent
 
     def timed(self, fn: Callable, phase: str) -> Callable:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             start = {clock: now() for clock, now in CLOCKS.items()}
-            self._stack.append(dict.fromkeys(CLOCKS, 0.0))
+            self._stack.append((phase, dict.fromkeys(CLOCKS, 0.0)))
             try:
                 return fn(*args, **kwargs)
             finally:
-                inner = self._stack.pop()
+                _, inner = self._stack.pop()
                 for clock, now in CLOCKS.items():
                     total = now() - start[clock]
                     self.seconds[clock][phase] += total - inner[clock]
                     if self._stack:
-                        self._stack[-1][clock] += total
+                        self._stack[-1][1][clock] += total
 
         return wrapper
 

@@ -132,8 +132,9 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
             f"## mind, {run}: CPU seconds per layer by phase",
             "",
             "dynamo: what no phase covers (Dynamo's tracing and guards; in training also "
-            "AOTAutograd's lazy backward bookkeeping). pass:X: the pass itself; verify: the "
-            "verifier after each pass; dump: IR printed to keep a reproducer.",
+            "AOTAutograd's backward bookkeeping). gc: Python's garbage collections while "
+            "compiling, taken out of the phase they interrupted. pass:X: the pass itself; "
+            "verify: the verifier after each pass; dump: IR printed to keep a reproducer.",
             "",
             "| phase | " + " | ".join(head) + " |",
             "|---|" + "---:|" * len(head),

@@ -6,6 +6,7 @@
   everything that changes the result (the aten IR text, the pipeline with its options, mind's
   own source, the torch and Triton versions, the device), so a new process that compiles the same
   graph imports its module without running a pass. Triton's own cache keeps the compiled kernels;
+  AOTAutograd's cache (mind/compiled.py) names modules by their key too, and reads them here;
 - tuning: autotuning's winners (`tuning/<key>.json`, runtime/autotune.py), under a hash of what
   was tuned and the device, each naming the key it was stored under: one that does not parse or
   names another is ignored.
@@ -85,12 +86,18 @@ def mind_fingerprint() -> str:
     return _digest(*(f"{f.name}:{f.read_text()}" for f in files))
 
 
+def compiler_key(request: str, interpret: bool) -> str:
+    """Everything besides the graph that changes what mind makes of it: `request` (the pipeline
+    with its options, or all of the backend's options), mind's own source, the torch and Triton
+    versions, the device."""
+    return _digest(
+        request, mind_fingerprint(), torch.__version__, triton.__version__, device_key(interpret)
+    )
+
+
 def graph_key(aten: str, pipeline: str, interpret: bool) -> str:
     """The key of a compiled graph: everything that changes the module generated for it."""
-    return _digest(
-        aten, pipeline, mind_fingerprint(), torch.__version__, triton.__version__,
-        device_key(interpret),
-    )  # fmt: skip
+    return _digest(aten, compiler_key(pipeline, interpret))
 
 
 def module_path(key: str) -> Path:
@@ -137,6 +144,12 @@ def module_code(source: str, filename: str) -> CodeType:
     return code if code is not None else compile(source, filename, "exec")
 
 
+def cached_module(module_key: str, interpret: bool) -> str | None:
+    """The source stored under `module_key`, when its file is there and hashes to that key."""
+    source = _read(module_path(module_key))
+    return source if source is not None and source_key(source, interpret) == module_key else None
+
+
 def cached_graph(key: str, interpret: bool) -> str | None:
     """The source of the module compiled for graph `key`, when the cache holds it intact."""
     entry = cache_dir() / "graphs" / key[:2] / key
@@ -144,8 +157,8 @@ def cached_graph(key: str, interpret: bool) -> str | None:
     if not _KEY.match(module_key):
         log.info("graph %s: miss%s", key[:16], "" if not entry.exists() else " (damaged entry)")
         return None
-    source = _read(module_path(module_key))
-    if source is None or source_key(source, interpret) != module_key:
+    source = cached_module(module_key, interpret)
+    if source is None:
         log.info("graph %s: miss (module %s missing or damaged)", key[:16], module_key[:16])
         return None
     log.info("graph %s: hit, module %s", key[:16], module_key[:16])
