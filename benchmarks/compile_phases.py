@@ -3,7 +3,8 @@ compile steps and each pass timed (`benchmarks.compile_time` runs it, one proces
 
 A phase is a function wrapped in a timer; its time is its own (exclusive): a phase called from
 inside another is taken out of the outer one. What no phase covers is Dynamo (tracing, guards)
-and, in a training step, AOTAutograd's lazy backward bookkeeping.
+and, in a training step, AOTAutograd's backward bookkeeping. Garbage collection is timed for
+every backend (Inductor's first call has no other phase).
 
     python3 -m benchmarks.compile_phases '{"backend": "mind", "mode": "infer", "layers": 4, ...}'
 
@@ -62,8 +63,12 @@ class Phases:
         self._stack: list[tuple[str, dict[str, float]]] = []
         self._gc_start: dict[str, float] = {}
 
-    def install(self, table=MIND_PHASES) -> None:
-        for module, attr, phase in table:
+    def install(self, backend: str) -> None:
+        """Time garbage collection; for mind, each phase and pass too."""
+        gc.callbacks.append(self._collected)
+        if backend != "mind":
+            return
+        for module, attr, phase in MIND_PHASES:
             owner: Any = importlib.import_module(module)
             *path, name = attr.split(".")
             for part in path:
@@ -73,7 +78,6 @@ class Phases:
 
         for cls in PASSES.values():
             cls.run = self.timed(cls.run, f"pass:{cls.name}")
-        gc.callbacks.append(self._collected)
 
     def _collected(self, phase: str, info: dict) -> None:
         """A `gc.callbacks` hook: the collection's seconds go to `gc`, unless the code it
@@ -159,9 +163,9 @@ def transformer(layers: int, width: int, heads: int, attention: str):
     return Stack()
 
 
-def first_call(spec: dict, model, x, phases: Phases | None) -> dict[str, Any]:
+def first_call(spec: dict, model, x, phases: Phases) -> dict[str, Any]:
     """Compile `model` and time its first call on `x` (for `train`, the forward and the backward
-    apart: wall and CPU seconds, and the phases when `phases` is given)."""
+    apart: wall and CPU seconds, and the phases)."""
     import torch
 
     train = spec["mode"] == "train"
@@ -176,8 +180,7 @@ def first_call(spec: dict, model, x, phases: Phases | None) -> dict[str, Any]:
         out = fn()
         sync()
         steps[name] = {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
-        if phases is not None:
-            steps[name]["phases"] = phases.take()
+        steps[name]["phases"] = phases.take()
         return out
 
     def sync() -> None:
@@ -234,10 +237,8 @@ def startup_s(spec: dict) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     imports = startup_s(spec)
-    phases = None
-    if spec["backend"] == "mind":
-        phases = Phases()
-        phases.install()
+    phases = Phases()
+    phases.install(spec["backend"])
     row = {
         "spec": spec,
         "startup": imports,
