@@ -89,7 +89,7 @@ class MindCode(OutputCode):
     @classmethod
     def eager(cls, symbol: str, exc: BaseException, dump: GraphDump, **kw) -> MindCode:
         code = cls(None, **kw)
-        code._call = eager(code.aten, symbol, exc, dump)
+        code._call = run_eagerly(code.aten, symbol, exc, dump)
         return code
 
     def __call__(self, args: list) -> object:
@@ -150,7 +150,7 @@ def boxed(fn: Callable[[list], object]) -> Callable[[list], object]:
     return run
 
 
-def eager(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, dump: GraphDump):
+def run_eagerly(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, dump: GraphDump):
     """AOTAutograd's own ATen graph, boxed, after warning once why."""
     fall_back(symbol, exc, dump.reproducer())
     return boxed(make_boxed_func(aot_gm.forward))
@@ -177,7 +177,7 @@ class FirstCallCheck:
         try:
             out = self.call(list(args))
         except Exception as exc:
-            self.call = eager(self.aten(), self.symbol, exc, self.dump)
+            self.call = run_eagerly(self.aten(), self.symbol, exc, self.dump)
             out = self.call(args)
         self.checked = True
         return out
