@@ -3,7 +3,8 @@ compile steps and each pass timed (`benchmarks.compile_time` runs it, one proces
 
 A phase is a function wrapped in a timer; its time is its own (exclusive): a phase called from
 inside another is taken out of the outer one. What no phase covers is Dynamo (tracing, guards)
-and, in a training step, AOTAutograd's lazy backward bookkeeping.
+and, in a training step, AOTAutograd's backward bookkeeping. Garbage collection is timed for
+every backend (Inductor's first call has no other phase).
 
     python3 -m benchmarks.compile_phases '{"backend": "mind", "mode": "infer", "layers": 4, ...}'
 
@@ -14,6 +15,7 @@ and of the transformer's first call, with their phases.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import json
 import math
@@ -31,13 +33,14 @@ MIND_PHASES = (
     ("mind.backend", "_anonymous", "cache key"),
     ("mind.runtime", "graph_key", "cache key"),
     ("mind.runtime", "cached_graph", "cache lookup"),
+    ("mind.runtime", "cached_module", "cache lookup"),
     ("mind.runtime", "remember_graph", "cache store"),
     ("mind.passes.manager", "PassManager.run", "pass manager"),
     ("mind.passes.manager", "verify", "verify"),
     ("mind.dump", "GraphDump.stage", "dump"),
     ("mind.target.triton", "emit", "emit"),
     ("mind.runtime", "load", "load"),
-    ("mind.backend", "FirstCallCheck.__call__", "run"),
+    ("mind.compiled", "FirstCallCheck.__call__", "run"),
 )
 #: phases that are not compiling: the compiled code running (on CPU, in Triton's interpreter)
 NOT_COMPILE = ("run",)
@@ -50,14 +53,22 @@ CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 class Phases:
     """Exclusive seconds per phase (each pass is one, `pass:<name>`) on each clock: a phase
-    called inside another is taken out of the outer one."""
+    called inside another is taken out of the outer one. Python's garbage collection is a phase
+    of its own (`gc`), taken out of the compile phase it interrupts: a full collection scans
+    every object of the process (torch's too), and whichever phase happens to trigger one
+    would otherwise look slow."""
 
     def __init__(self) -> None:
         self.seconds = {clock: defaultdict(float) for clock in CLOCKS}
-        self._stack: list[dict[str, float]] = []
+        self._stack: list[tuple[str, dict[str, float]]] = []
+        self._gc_start: dict[str, float] = {}
 
-    def install(self, table=MIND_PHASES) -> None:
-        for module, attr, phase in table:
+    def install(self, backend: str) -> None:
+        """Time garbage collection; for mind, each phase and pass too."""
+        gc.callbacks.append(self._collected)
+        if backend != "mind":
+            return
+        for module, attr, phase in MIND_PHASES:
             owner: Any = importlib.import_module(module)
             *path, name = attr.split(".")
             for part in path:
@@ -68,20 +79,35 @@ class Phases:
         for cls in PASSES.values():
             cls.run = self.timed(cls.run, f"pass:{cls.name}")
 
+    def _collected(self, phase: str, info: dict) -> None:
+        """A `gc.callbacks` hook: the collection's seconds go to `gc`, unless the code it
+        interrupted is not compiling (the compiled code's own run keeps its collections)."""
+        now = {clock: tick() for clock, tick in CLOCKS.items()}
+        if phase == "start":
+            self._gc_start = now
+            return
+        if not self._gc_start or (self._stack and self._stack[-1][0] in NOT_COMPILE):
+            return
+        for clock, end in now.items():
+            spent = end - self._gc_start[clock]
+            self.seconds[clock]["gc"] += spent
+            if self._stack:
+                self._stack[-1][1][clock] += spent
+
     def timed(self, fn: Callable, phase: str) -> Callable:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             start = {clock: now() for clock, now in CLOCKS.items()}
-            self._stack.append(dict.fromkeys(CLOCKS, 0.0))
+            self._stack.append((phase, dict.fromkeys(CLOCKS, 0.0)))
             try:
                 return fn(*args, **kwargs)
             finally:
-                inner = self._stack.pop()
+                _, inner = self._stack.pop()
                 for clock, now in CLOCKS.items():
                     total = now() - start[clock]
                     self.seconds[clock][phase] += total - inner[clock]
                     if self._stack:
-                        self._stack[-1][clock] += total
+                        self._stack[-1][1][clock] += total
 
         return wrapper
 
@@ -137,9 +163,9 @@ def transformer(layers: int, width: int, heads: int, attention: str):
     return Stack()
 
 
-def first_call(spec: dict, model, x, phases: Phases | None) -> dict[str, Any]:
+def first_call(spec: dict, model, x, phases: Phases) -> dict[str, Any]:
     """Compile `model` and time its first call on `x` (for `train`, the forward and the backward
-    apart: wall and CPU seconds, and the phases when `phases` is given)."""
+    apart: wall and CPU seconds, and the phases)."""
     import torch
 
     train = spec["mode"] == "train"
@@ -154,8 +180,7 @@ def first_call(spec: dict, model, x, phases: Phases | None) -> dict[str, Any]:
         out = fn()
         sync()
         steps[name] = {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
-        if phases is not None:
-            steps[name]["phases"] = phases.take()
+        steps[name]["phases"] = phases.take()
         return out
 
     def sync() -> None:
@@ -212,10 +237,8 @@ def startup_s(spec: dict) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     imports = startup_s(spec)
-    phases = None
-    if spec["backend"] == "mind":
-        phases = Phases()
-        phases.install()
+    phases = Phases()
+    phases.install(spec["backend"])
     row = {
         "spec": spec,
         "startup": imports,

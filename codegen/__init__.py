@@ -16,6 +16,8 @@ launches, their temporaries) made by the first strategy in STRATEGIES that appli
     autotune.py        the candidates a launch lists under autotuning
 """
 
+from collections.abc import Mapping
+
 from mind.dialects.scheduled import Node
 from mind.ir.core import Value
 
@@ -35,7 +37,7 @@ STRATEGIES: list[Strategy] = [Pointwise(), MatmulTemplate(), Split(), Persistent
 def plan_node(
     node: Node,
     options: Options,
-    buffers: dict[Value, Value],
+    buffers: Mapping[Value, Value],
     index: int,
     strategies: list[Strategy] = STRATEGIES,
 ) -> KernelPlan:

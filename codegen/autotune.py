@@ -10,6 +10,7 @@ reduction) list them per kernel. Symbolic sizes are not tuned: candidates launch
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from mind.dialects.scheduled import Node
 from mind.ir.core import Value
@@ -31,7 +32,7 @@ def with_candidates(
     node: Node,
     strategy: Strategy,
     options: Options,
-    buffers: dict[Value, Value],
+    buffers: Mapping[Value, Value],
     index: int,
 ) -> KernelPlan:
     """`plan` with its launch's candidates, and the kernels they add."""

@@ -11,7 +11,7 @@ after the numels.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -72,7 +72,7 @@ class KernelBuilder:
     results to the wrapper's values, which the launch passes (`launch_args`)."""
 
     def __init__(
-        self, node: Node, tiling: Tiling, kind: str, name: str, buffers: dict[Value, Value]
+        self, node: Node, tiling: Tiling, kind: str, name: str, buffers: Mapping[Value, Value]
     ):
         self.node, self.tiling = node, tiling
         self.phases = Phases(node)
@@ -116,7 +116,7 @@ class KernelBuilder:
                 self.subs[sym(f"p{dim}")] = sym(name)
                 n += 1
 
-    def _signature(self, buffers: dict[Value, Value]):
+    def _signature(self, buffers: Mapping[Value, Value]):
         loads = [op.source for op in self.node.body.ops if isinstance(op, Load)]
         inputs = list(dict.fromkeys(loads))
         args, launch, ptrs = [], [], {}

@@ -11,6 +11,7 @@ strategy is a new module in codegen/ and one line in STRATEGIES (codegen/__init_
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
@@ -95,7 +96,7 @@ class Strategy:
         raise NotImplementedError
 
     def plan(
-        self, node: Node, options: Options, buffers: dict[Value, Value], index: int
+        self, node: Node, options: Options, buffers: Mapping[Value, Value], index: int
     ) -> KernelPlan:
         """One kernel, launched once over the grid its tiling gives (none for an empty node)."""
         tiling = self.tiling(node, options)

@@ -23,6 +23,8 @@ for parts; the split point is the one whose part count is nearest to it.
 from __future__ import annotations
 
 import math
+from collections import ChainMap
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import sympy
@@ -52,15 +54,15 @@ class Split(Strategy):
         return split_point(node, options) is not None
 
     def plan(
-        self, node: Node, options: Options, buffers: dict[Value, Value], index: int
+        self, node: Node, options: Options, buffers: Mapping[Value, Value], index: int
     ) -> KernelPlan:
         from . import STRATEGIES, plan_node  # the halves are planned by the other strategies
 
         rest = [s for s in STRATEGIES if not isinstance(s, Split)]
         partial, final, temporaries = split_node(node, split_point(node, options))
-        known = {**buffers, **{t: t for t in temporaries}}
-        known |= dict(zip(partial.results, temporaries))
-        known |= {new: buffers[old] for new, old in zip(final.results, node.results)}
+        own = {t: t for t in temporaries} | dict(zip(partial.results, temporaries))
+        own |= {new: buffers[old] for new, old in zip(final.results, node.results)}
+        known = ChainMap(own, buffers)  # over the graph's buffers, not a copy of them per node
         first = plan_node(partial, options, known, index, rest)
         second = plan_node(final, options, known, index + len(first.kernels), rest)
         return KernelPlan(

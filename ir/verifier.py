@@ -4,6 +4,7 @@ own `verify` hook. Every error carries the op's location."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from .attributes import format_attr
@@ -22,14 +23,13 @@ def _verify_op(op: Operation, visible: set[Value]) -> None:
     opdef = lookup_op(op.name)
     if opdef is None:
         raise VerifyError(f"unknown operation '{op.name}'", op.loc)
-    if opdef.own_results:
-        visible = visible | set(op.results)
+    own = op.results if opdef.own_results else ()
     for value in op.operands:
-        if value not in visible:
+        if value not in visible and value not in own:
             raise VerifyError(f"'{op.name}' uses '%{value.name}' before it is defined", op.loc)
     check_declaration(op, opdef)
     for region in op.regions:  # inner ops first: their errors are the more precise ones
-        _verify_block(region.block, set(visible))
+        _verify_block(region.block, visible, own)
     if opdef.terminator is not None:
         last = op.body.terminator
         if last is None or last.name != opdef.terminator:
@@ -38,11 +38,20 @@ def _verify_op(op: Operation, visible: set[Value]) -> None:
         opdef.verify(op)
 
 
-def _verify_block(block: Block, visible: set[Value]) -> None:
-    visible.update(block.args)
+def _verify_block(block: Block, visible: set[Value], own: Iterable[Value] = ()) -> None:
+    """Verify the block's ops in order, each seeing `visible`, the op's `own` results (those of
+    the op holding the block, where it declares so), the block's arguments and what the ops
+    before it define. What the block adds is taken out again at its end: a copy of the
+    enclosing values per region made verifying a graph of nodes with bodies quadratic."""
+    added = [v for v in (*own, *block.args) if v not in visible]
+    visible.update(added)
     for op in block.ops:
         _verify_op(op, visible)
-        visible.update(op.results)
+        for result in op.results:
+            if result not in visible:
+                visible.add(result)
+                added.append(result)
+    visible.difference_update(added)
 
 
 def check_declaration(op: Operation, opdef: OpDef) -> None:

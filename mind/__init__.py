@@ -11,7 +11,7 @@ _LAZY = {
     "Module": ("mind.ir.core", "Module"),
     "MindError": ("mind.ir.diagnostics", "MindError"),
     "capture": ("mind.frontend", "capture"),
-    "MindFallbackWarning": ("mind.backend", "MindFallbackWarning"),
+    "MindFallbackWarning": ("mind.fallback", "MindFallbackWarning"),
     "set_logs": ("mind.ir.logs", "set_logs"),
 }
 

@@ -11,49 +11,37 @@ place, so a replay copies only the other inputs."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import hashlib
 import itertools
-import warnings
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch._dynamo
-from torch._functorch.aot_autograd import make_boxed_func
 
 from mind import runtime, tuning
+from mind.compiled import MindCode, Recording, compiling, timed
 from mind.dialects import aten, fx
 from mind.dialects.collectives import is_collective
 from mind.dump import GraphDump
-from mind.fallback import DYNAMO_CONTROL_FLOW
+from mind.fallback import DYNAMO_CONTROL_FLOW, MindFallbackWarning, fall_back
 from mind.frontend import dynamo_guards
 from mind.ir.core import Module, Operation
-from mind.ir.diagnostics import user_stacklevel
 from mind.ir.logs import channel
 from mind.ir.types import SymType, TensorType
 from mind.options import Options, pipeline_of, resolve_options
 from mind.progress import progress
 from mind.runtime import compile_pool
-from mind.runtime.cudagraphs import CudaGraphs
+
+__all__ = ["MindFallbackWarning", "compile_aten_graph", "mind_backend", "register"]
 
 _GRAPH_NAMES = (f"graph{i}" for i in itertools.count())
 log = channel("output_code")
-
-
-class MindFallbackWarning(UserWarning):
-    """A graph runs eagerly because mind could not compile it."""
-
-
-def fall_back(graph: str, exc: BaseException, reproducer: Path | None) -> None:
-    """Warn once that `graph` runs eagerly, at the user's line that compiled or called it."""
-    where = f"reproducer IR: {reproducer}" if reproducer else "no IR was produced"
-    warnings.warn(
-        f"mind: graph '{graph}' runs eagerly: {type(exc).__name__}: {exc} ({where})",
-        MindFallbackWarning,
-        stacklevel=user_stacklevel(),
-    )
 
 
 def mind_backend(
@@ -65,63 +53,107 @@ def mind_backend(
     """The Dynamo backend: AOTAutograd over mind-compiled ATen graphs, or `gm` itself if even
     capture fails. `mode` and `options` are torch.compile's (see mind.options)."""
     opts = resolve_options(mode, options)
-    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs):
+    cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
+    if cuda:
         compile_pool.start()  # its workers start while Dynamo, AOTAutograd and the passes run
     name = next(_GRAPH_NAMES)
     dump = GraphDump(name)
+
+    def fx_ir() -> Module:
+        return Module([fx.import_graph(gm, name, dynamo_guards())])
+
     try:
-        dump.stage("fx", Module([fx.import_graph(gm, name, dynamo_guards())]))
+        if dump.directory:
+            dump.stage("fx", fx_ir())
         from mind.passes.to_aten import aten_graphs  # loads every pass: a broken one falls back
 
-        compile_graph = functools.partial(compile_aten_graph, options=opts)
-        compiled, _ = aten_graphs(gm, example_inputs, name, compile_graph=compile_graph)
+        compile_graph = timed(functools.partial(compile_aten_graph, options=opts))
+        tag = None if dump.directory else cache_tag(gm, opts, cuda)  # a dump runs every pass
+        with compiling(name), gc_frozen():
+            compiled, _ = aten_graphs(gm, example_inputs, name, compile_graph, cache_tag=tag)
     except DYNAMO_CONTROL_FLOW:
         raise
     except Exception as exc:
+        if dump.last is None:  # the Dynamo graph's IR is made only when it is wanted
+            with contextlib.suppress(Exception):
+                dump.stage("fx", fx_ir())
         fall_back(name, exc, dump.reproducer())
         return gm.forward
     return compiled
 
 
-def boxed(fn: Callable[[list], object]) -> Callable[[list], object]:
-    """`fn` as AOTAutograd calls it (with the argument list), never traced by Dynamo: the backward
-    runs from inside user code (`loss.backward()`) that Dynamo may be tracing."""
-    run = torch._dynamo.disable(fn, recursive=True)
-    run._boxed_call = True
-    return run
+@contextlib.contextmanager
+def gc_frozen() -> Iterator[None]:
+    """Compile with every object that exists already (torch's, the user's) out of the cyclic
+    garbage collector's sight (`gc.freeze`), put back after: a full collection during the
+    compile scans what the compile made, not the whole process. Full collections come each time
+    a quarter more objects than the process had survive, so a large graph's compile met two or
+    three, each a scan of millions of objects (a second per 16 transformer layers). Where the
+    program froze objects itself, nothing changes (`unfreeze` would release those too)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def cache_tag(gm: torch.fx.GraphModule, options: Options, cuda: bool) -> str | None:
+    """What AOTAutograd's cache key lacks of what changes mind's result for `gm`: mind's own
+    source, all the options, whether deterministic algorithms are on (scatters then store in
+    order), the Triton version, the device (runtime.compiler_key), and the values of the graph's
+    tensor attributes (AOTAutograd keys them by their metadata). None,
+    and no caching, for a graph holding a tensor whose bytes cannot be read (a sparse one)."""
+    interpret = runtime.default_interpret() if cuda else True
+    constants = hashlib.sha256()
+    for node in gm.graph.find_nodes(op="get_attr"):
+        value = operator.attrgetter(node.target)(gm)
+        if isinstance(value, torch.Tensor):
+            try:
+                data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+            except RuntimeError:
+                return None
+            constants.update(f"{node.target}:".encode() + data.numpy().tobytes())
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    key = f"{options!r}{deterministic}{constants.hexdigest()}"
+    return "mind-" + runtime.compiler_key(key, interpret)
 
 
 @torch._dynamo.disable(recursive=True)
 def compile_aten_graph(
     aot_gm: torch.fx.GraphModule, symbol: str, options: Options | None = None
-) -> Callable:
+) -> MindCode:
     """AOTAutograd's ATen graph as a boxed callable: its generated Triton program, or the graph
-    itself. Not traced by Dynamo: AOTAutograd compiles the backward lazily, inside
+    itself. Not traced by Dynamo: AOTAutograd may compile a backward inside
     `loss.backward()`."""
     options = options or Options()
     dump = GraphDump(symbol)
+    kw: dict[str, Any] = dict(options=options, aten=aot_gm, interpret=True, recording=None)
     try:
-        graph = aten.import_graph(aot_gm, symbol)
-        if options.autotune:
-            tuning.install()
-        deterministic = torch.are_deterministic_algorithms_enabled()
-        program = load_program(graph, dump, pipeline_of(options, deterministic))
+        with gc_frozen():  # (a lazy backward compiles outside mind_backend's)
+            graph = aten.import_graph(aot_gm, symbol)
+            if options.autotune:
+                tuning.install()
+            kw.update(interpret=_interpret(graph), recording=_recording(graph, options))
+            pipeline = pipeline_of(options, torch.are_deterministic_algorithms_enabled())
+            call, module_key = load_program(graph, dump, pipeline, kw["interpret"])
+            graph.discard()
     except Exception as exc:
-        return eager(aot_gm, symbol, exc, dump)
-    call = FirstCallCheck(program.call, aot_gm, symbol, dump)
-    if options.cudagraphs and _interpret(graph) is None:
-        call = recorded(call, graph, options)
-    return boxed(call)
+        return MindCode.eager(symbol, exc, dump, **kw)
+    return MindCode.compiled(call, module_key, symbol, dump, **kw)
 
 
-def load_program(graph: Operation, dump: GraphDump, pipeline: str):
-    """The generated module for `graph`: from the graph cache when an earlier process compiled
-    the same graph with the same pipeline (no pass runs), else generated and remembered. Dumping
-    (`MIND_DUMP_DIR`) always runs the passes, to write every stage. A terminal shows progress."""
+def load_program(
+    graph: Operation, dump: GraphDump, pipeline: str, interpret: bool
+) -> tuple[Callable[[list], object], str]:
+    """The generated module's `call` for `graph`, and the module's key: from the graph cache
+    when an earlier process compiled the same graph with the same pipeline (no pass runs), else
+    generated and remembered. Dumping (`MIND_DUMP_DIR`) always runs the passes, to write every
+    stage. A terminal shows progress."""
     from mind.passes import parse_pipeline, resolve_pipeline
 
-    interpret = _interpret(graph)
-    interpret = runtime.default_interpret() if interpret is None else interpret
     key = None if dump.directory else runtime.graph_key(_anonymous(graph), pipeline, interpret)
     cached = runtime.cached_graph(key, interpret) if key else None
     passes = resolve_pipeline(parse_pipeline(pipeline), "aten") if cached is None else []
@@ -134,7 +166,7 @@ def load_program(graph: Operation, dump: GraphDump, pipeline: str):
         done("kernels compiled")
     if key and cached is None:
         runtime.remember_graph(key, source, interpret)
-    return program
+    return program.call, runtime.source_key(source, interpret)
 
 
 def _anonymous(graph: Operation) -> str:
@@ -160,53 +192,36 @@ def generate(
         done(p.name)
 
     dump.stage("aten", Module([graph]))
-    source = emit(PassManager(passes, on_pass=after).run(Module([graph])))
+    final = PassManager(passes, on_pass=after).run(Module([graph]))
+    source = emit(final)
+    final.discard()
     dump.write("py", source)
     return source
 
 
-def recorded(call: Callable[[list], object], graph: Operation, options: Options) -> Callable:
-    """`call` under CUDA graphs, unless the graph holds what a recording cannot."""
-    runner = CudaGraphs(
-        call,
-        graph.symbol,
-        _static_inputs(graph),
-        _shape_key(graph),
-        options.cudagraph_max_shapes,
-        options.cudagraph_max_recordings,
+def _recording(graph: Operation, options: Options) -> Recording | None:
+    """What recording `graph` as CUDA graphs needs, when the options ask for it and the graph
+    is on a GPU."""
+    if not options.cudagraphs or not _on_gpu(graph):
+        return None
+    symbolic = tuple(
+        i
+        for i, arg in enumerate(graph.body.args)
+        if isinstance(arg.type, SymType)
+        or (isinstance(arg.type, TensorType) and not _static_type(arg.type))
     )
-    reason = _unrecordable(graph)
-    if reason is not None:
-        runner.disable(reason)
-    return runner
+    return Recording(_static_inputs(graph), symbolic, _unrecordable(graph))
 
 
-def _static_inputs(graph: Operation) -> set[int]:
+def _static_inputs(graph: Operation) -> frozenset[int]:
     """The inputs AOTAutograd marks static (parameters, buffers) for a forward graph."""
     from torch._guards import TracingContext
 
     ctx = TracingContext.try_get()
     meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
     if meta is None or graph.symbol.endswith("_backward"):
-        return set()
-    return set(getattr(meta, "static_input_indices", None) or ())
-
-
-def _shape_key(graph: Operation) -> Callable[[list], object]:
-    """What tells the input shapes of a call apart: nothing for static sizes (Dynamo guards
-    them), else the sizes and strides of the inputs with symbols and the integer inputs."""
-    symbolic = [
-        i
-        for i, arg in enumerate(graph.body.args)
-        if isinstance(arg.type, SymType)
-        or (isinstance(arg.type, TensorType) and not _static_type(arg.type))
-    ]
-    if not symbolic:
-        return lambda args: None
-    return lambda args: tuple(
-        (a.shape, a.stride()) if isinstance(a, torch.Tensor) else a
-        for a in (args[i] for i in symbolic)
-    )
+        return frozenset()
+    return frozenset(getattr(meta, "static_input_indices", None) or ())
 
 
 def _static_type(t: TensorType) -> bool:
@@ -234,39 +249,14 @@ def _unrecordable(graph: Operation) -> str | None:
     return None
 
 
-def eager(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, dump: GraphDump):
-    """AOTAutograd's own ATen graph, boxed, after warning once why."""
-    fall_back(symbol, exc, dump.reproducer())
-    return boxed(make_boxed_func(aot_gm.forward))
-
-
-def _interpret(graph: Operation) -> bool | None:
-    """CPU graphs run in Triton's interpreter; CUDA graphs as the runtime decides."""
+def _on_gpu(graph: Operation) -> bool:
     devices = {a.type.device for a in graph.body.args if isinstance(a.type, TensorType)}
-    return None if any(d is not None and d.type == "cuda" for d in devices) else True
+    return any(d is not None and d.type == "cuda" for d in devices)
 
 
-class FirstCallCheck:
-    """Runs the generated `call`; if its first call fails (Triton compiles at first launch), the
-    graph falls back to eager for good. The first call gets a copy of the argument list, so that
-    generated code that frees its inputs cannot take them from the eager rerun."""
-
-    def __init__(
-        self, call: Callable[[list], object], aot_gm: torch.fx.GraphModule, symbol: str, dump
-    ):
-        self.call, self.aot_gm, self.symbol, self.dump = call, aot_gm, symbol, dump
-        self.checked = False
-
-    def __call__(self, args: list) -> object:
-        if self.checked:
-            return self.call(args)
-        try:
-            out = self.call(list(args))
-        except Exception as exc:
-            self.call = eager(self.aot_gm, self.symbol, exc, self.dump)
-            out = self.call(args)
-        self.checked = True
-        return out
+def _interpret(graph: Operation) -> bool:
+    """CPU graphs run in Triton's interpreter; GPU graphs as the runtime decides."""
+    return runtime.default_interpret() if _on_gpu(graph) else True
 
 
 def register() -> None:

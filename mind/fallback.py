@@ -1,14 +1,34 @@
-"""The exceptions the backend lets through instead of falling back to eager: Dynamo's own
-control flow (restart the analysis with other settings, skip the frame). Inductor lets them
-through too; caught, they would leave the graph eager for good (a Python float argument that
-Dynamo wants to turn into a tensor input, under `dynamic=True` or on a second call)."""
+"""Running a graph eagerly instead: the warning that says so, and the exceptions the backend lets
+through instead of falling back: Dynamo's own control flow (restart the analysis with other
+settings, skip the frame). Inductor lets them through too; caught, they would leave the graph
+eager for good (a Python float argument that Dynamo wants to turn into a tensor input, under
+`dynamic=True` or on a second call)."""
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import torch._dynamo.exc
+
+from mind.ir.diagnostics import user_stacklevel
 
 #: base classes, by name, found by feature test: both torch 2.11 and 2.14 have them
 _CONTROL_FLOW_NAMES = ("RestartAnalysis", "SkipFrame")
 DYNAMO_CONTROL_FLOW: tuple[type[BaseException], ...] = tuple(
     getattr(torch._dynamo.exc, n) for n in _CONTROL_FLOW_NAMES if hasattr(torch._dynamo.exc, n)
 )
+
+
+class MindFallbackWarning(UserWarning):
+    """A graph runs eagerly because mind could not compile it."""
+
+
+def fall_back(graph: str, exc: BaseException, reproducer: Path | None) -> None:
+    """Warn once that `graph` runs eagerly, at the user's line that compiled or called it."""
+    where = f"reproducer IR: {reproducer}" if reproducer else "no IR was produced"
+    warnings.warn(
+        f"mind: graph '{graph}' runs eagerly: {type(exc).__name__}: {exc} ({where})",
+        MindFallbackWarning,
+        stacklevel=user_stacklevel(),
+    )

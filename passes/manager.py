@@ -273,12 +273,15 @@ class PassManager:
             return self._run(module)
 
     def _run(self, module: Module) -> Module:
+        given = module
         for p in self.passes:
             if self.print_before_all:
                 self.out.write(f"// *** IR Dump Before {p} ***\n{module}\n")
             start = time.perf_counter()
             self.current = p
-            module = p.run(module)
+            module, before = p.run(module), module
+            if before is not given and module is not before:  # made here and replaced
+                before.discard(keep=module.ops)
             self.timings.append((str(p), time.perf_counter() - start))
             if log.isEnabledFor(logging.INFO):
                 log.info("%s: %.2f ms, %s", p, 1e3 * self.timings[-1][1], _sizes(module))

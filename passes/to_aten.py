@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
 from mind.ir.core import Operation
@@ -76,6 +76,7 @@ def aten_graphs(
     inputs: list,
     name: str,
     compile_graph: Callable[[torch.fx.GraphModule, str], Callable] | None = None,
+    cache_tag: str | None = None,
 ) -> tuple[Callable, list[Operation]]:
     """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
     graphs land in, as `aten.graph` ops: the forward now, the backward once AOTAutograd compiles
@@ -84,7 +85,10 @@ def aten_graphs(
 
     Through Dynamo's own AOTAutograd backend helper, as Inductor goes: Dynamo's DDPOptimizer
     counts its invocations to pair each bucket's forward with its backward, and to run a piece's
-    first call on fake tensors while it propagates shapes to the next piece."""
+    first call on fake tensors while it propagates shapes to the next piece. With `cache_tag`,
+    AOTAutograd's own cache keeps what `compile_graph` returns (an `OutputCode`), under its key
+    of the graph and the tag: a new process that compiles the same graph loads it instead of
+    tracing (`_aot_cache`)."""
     from mind.dialects import aten
     from torch._dynamo.backends.common import aot_autograd
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -104,15 +108,43 @@ def aten_graphs(
 
         return compile_fn
 
-    backward = compiler("backward")
+    forward, backward = compiler("forward"), compiler("backward")
     # what mind compiles is already out of Dynamo's reach, and boxed (mind.backend.boxed): the
     # helper's own wrapping would unbox it
     backward._is_wrapped_bw_compiler = True
-    with _effect_tokens_in_graph():
+    with _effect_tokens_in_graph(), _aot_cache(cache_tag) as cached:
         compiled = aot_autograd(
-            fw_compiler=compiler("forward"), bw_compiler=backward, decompositions=decompositions()
+            fw_compiler=cached(forward) if cached else forward,
+            bw_compiler=backward,
+            decompositions=decompositions(),
         )(gm, inputs)
     return compiled, graphs
+
+
+@contextmanager
+def _aot_cache(tag: str | None) -> Iterator[Callable | None]:
+    """AOTAutograd's cache around one compile, as torch's own serializable compile sets it up
+    (`aot_compile_joint_with_descriptors`): the compiled graphs stored in the entry (bundled),
+    the backward compiled with the forward (a lazy one would be stored after this scope ends).
+    The tag joins the key through `cache_key_tag`, which torch provides to keep caches apart.
+    Yields what makes a forward compiler one whose result AOTAutograd may store, or None when
+    the cache is off (no tag, or torch's switches: `TORCHINDUCTOR_AUTOGRAD_CACHE=0`,
+    `force_disable_caches`)."""
+    import torch
+    import torch._functorch.config as functorch_config
+    from torch._functorch._aot_autograd.autograd_cache import should_use_local_autograd_cache
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+    from torch._inductor.output_code import OutputCode
+
+    if tag is None or not should_use_local_autograd_cache():
+        yield None
+        return
+    key_tag = "|".join(filter(None, (torch.compiler.config.cache_key_tag, tag)))
+    with (
+        functorch_config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True),
+        torch.compiler.config.patch(cache_key_tag=key_tag),
+    ):
+        yield partial(SerializableAOTDispatchCompiler, OutputCode)
 
 
 def _effect_tokens_in_graph():

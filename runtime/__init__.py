@@ -2,7 +2,15 @@
 the GPU or, for CPU tensors, in Triton's interpreter. It knows only the emitted Python source (and,
 for the graph cache, the text of the graph it came from, as an opaque key)."""
 
-from .cache import cache_dir, cached_graph, graph_key, remember_graph, source_key
+from .cache import (
+    cache_dir,
+    cached_graph,
+    cached_module,
+    compiler_key,
+    graph_key,
+    remember_graph,
+    source_key,
+)
 from .errors import KernelError
 from .loader import default_interpret, load
 
@@ -10,6 +18,8 @@ __all__ = [
     "KernelError",
     "cache_dir",
     "cached_graph",
+    "cached_module",
+    "compiler_key",
     "default_interpret",
     "graph_key",
     "load",

@@ -6,6 +6,7 @@
   everything that changes the result (the aten IR text, the pipeline with its options, mind's
   own source, the torch and Triton versions, the device), so a new process that compiles the same
   graph imports its module without running a pass. Triton's own cache keeps the compiled kernels;
+  AOTAutograd's cache (mind/compiled.py) names modules by their key too, and reads them here;
 - tuning: autotuning's winners (`tuning/<key>.json`, runtime/autotune.py), under a hash of what
   was tuned and the device, each naming the key it was stored under: one that does not parse or
   names another is ignored.
@@ -21,10 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import py_compile
 import re
 import sys
 from functools import cache
+from importlib.machinery import SourceFileLoader
+from importlib.util import cache_from_source
 from pathlib import Path
+from types import CodeType
 
 import torch
 import triton
@@ -81,12 +86,18 @@ def mind_fingerprint() -> str:
     return _digest(*(f"{f.name}:{f.read_text()}" for f in files))
 
 
+def compiler_key(request: str, interpret: bool) -> str:
+    """Everything besides the graph that changes what mind makes of it: `request` (the pipeline
+    with its options, or all of the backend's options), mind's own source, the torch and Triton
+    versions, the device."""
+    return _digest(
+        request, mind_fingerprint(), torch.__version__, triton.__version__, device_key(interpret)
+    )
+
+
 def graph_key(aten: str, pipeline: str, interpret: bool) -> str:
     """The key of a compiled graph: everything that changes the module generated for it."""
-    return _digest(
-        aten, pipeline, mind_fingerprint(), torch.__version__, triton.__version__,
-        device_key(interpret),
-    )  # fmt: skip
+    return _digest(aten, compiler_key(pipeline, interpret))
 
 
 def module_path(key: str) -> Path:
@@ -117,6 +128,28 @@ def cached_file(source: str, key: str) -> Path | None:
     return path
 
 
+def module_code(source: str, filename: str) -> CodeType:
+    """`source`, which the file `filename` holds, compiled: from the bytecode cached beside the
+    file as Python caches an imported module's (`__pycache__`), written once, in the form that
+    is checked against the hash of the source (PEP 552), so edited source never runs stale
+    bytecode. Compiling a large module takes longer than the rest of loading it. Compiled in
+    memory when the bytecode cannot be written or read."""
+    try:
+        if not Path(cache_from_source(filename)).exists():
+            mode = py_compile.PycInvalidationMode.CHECKED_HASH
+            py_compile.compile(filename, doraise=True, invalidation_mode=mode)
+        code = SourceFileLoader("mind_generated", filename).get_code("mind_generated")
+    except (OSError, ImportError, ValueError, py_compile.PyCompileError):
+        code = None
+    return code if code is not None else compile(source, filename, "exec")
+
+
+def cached_module(module_key: str, interpret: bool) -> str | None:
+    """The source stored under `module_key`, when its file is there and hashes to that key."""
+    source = _read(module_path(module_key))
+    return source if source is not None and source_key(source, interpret) == module_key else None
+
+
 def cached_graph(key: str, interpret: bool) -> str | None:
     """The source of the module compiled for graph `key`, when the cache holds it intact."""
     entry = cache_dir() / "graphs" / key[:2] / key
@@ -124,8 +157,8 @@ def cached_graph(key: str, interpret: bool) -> str | None:
     if not _KEY.match(module_key):
         log.info("graph %s: miss%s", key[:16], "" if not entry.exists() else " (damaged entry)")
         return None
-    source = _read(module_path(module_key))
-    if source is None or source_key(source, interpret) != module_key:
+    source = cached_module(module_key, interpret)
+    if source is None:
         log.info("graph %s: miss (module %s missing or damaged)", key[:16], module_key[:16])
         return None
     log.info("graph %s: hit, module %s", key[:16], module_key[:16])

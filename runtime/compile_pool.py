@@ -34,6 +34,7 @@ from typing import BinaryIO
 from mind.ir.logs import channel
 
 from .autotune import Tuned
+from .cache import module_code
 from .launch import Binding, deferred
 from .progress import Silent, progress
 
@@ -198,11 +199,15 @@ def _compile(binding: Binding) -> None:
 
 
 def exec_source(source: str, filename: str, namespace: dict) -> None:
-    """Run a generated module's source. A module not written to a file (an unwritable cache)
-    goes into `linecache`, where tracebacks and Triton (which reads a kernel's source) find it."""
-    if not os.path.exists(filename):
+    """Run a generated module's source, which the file `filename` holds: from the bytecode cached
+    beside it (`module_code`). A module not written to a file (an unwritable cache) goes into
+    `linecache`, where tracebacks and Triton (which reads a kernel's source) find it."""
+    if os.path.exists(filename):
+        code = module_code(source, filename)
+    else:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
+        code = compile(source, filename, "exec")
+    exec(code, namespace)
 
 
 def compile_kernel(module: str, source: str, filename: str, index: int) -> None:

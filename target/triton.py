@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import keyword
 import re
+from collections import ChainMap
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
 import sympy
@@ -80,17 +82,23 @@ _RESERVED = set(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", HEADER)) | {
 
 
 class Names:
-    """Python identifiers for SSA values: their IR names when valid, unique per function."""
+    """Python identifiers for SSA values: their IR names when valid, unique per function. A
+    function's names see the module's (`outer`) through, without a copy: a module has a name
+    per kernel, and copying them for each kernel made emitting quadratic."""
 
-    def __init__(self, taken: set[str]):
+    def __init__(self, taken: set[str], outer: Names | None = None):
         self.taken = taken
-        self.names: dict[Value, str] = {}
+        self.outer = outer
+        self.names: MutableMapping[Value, str] = ChainMap({}, outer.names) if outer else {}
+
+    def is_taken(self, name: str) -> bool:
+        return name in self.taken or (self.outer is not None and self.outer.is_taken(name))
 
     def fresh(self, base: str) -> str:
         """A name not taken yet, from `base`, now taken."""
         base = base if base.isidentifier() else f"v{base}"
         base = base + "_" if keyword.iskeyword(base) else base
-        name = fresh_name(base, self.taken.__contains__)
+        name = fresh_name(base, self.is_taken)
         self.taken.add(name)
         return name
 
@@ -101,9 +109,7 @@ class Names:
 
     def scope(self) -> Names:
         """Names for one function: module-level names stay taken, its own stay its own."""
-        inner = Names(set(self.taken))
-        inner.names = dict(self.names)
-        return inner
+        return Names(set(), outer=self)
 
 
 def emit(module: Module) -> str:

@@ -14,9 +14,10 @@ from mind import backend
 
 @pytest.fixture
 def isolated_runtime(tmp_path, monkeypatch):
-    """A private kernel cache, no dump directory, a fresh Dynamo and its counters, graphs named
-    from graph0 again: nothing leaks between tests."""
+    """Private caches (mind's, and Inductor's, which holds AOTAutograd's), no dump directory, a
+    fresh Dynamo and its counters, graphs named from graph0 again: nothing leaks between tests."""
     monkeypatch.setenv("MIND_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setattr(backend, "_GRAPH_NAMES", (f"graph{i}" for i in itertools.count()))
     monkeypatch.delenv("MIND_DUMP_DIR", raising=False)
     monkeypatch.setattr(loader, "_MODULES", {})
@@ -24,6 +25,14 @@ def isolated_runtime(tmp_path, monkeypatch):
     counters.clear()
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def without_aot_cache(monkeypatch):
+    """AOTAutograd's cache off: a graph compiled again goes through mind's own graph cache."""
+    import torch._functorch.config
+
+    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
 
 
 @pytest.fixture

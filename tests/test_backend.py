@@ -239,6 +239,7 @@ def test_bad_mode_or_option_is_an_error_naming_the_valid_ones(kwargs, error):
         torch.compile(seed, backend="mind", **kwargs)(*seed_inputs())
 
 
+@pytest.mark.usefixtures("without_aot_cache")
 def test_graph_cache_serves_a_new_process_without_running_passes(monkeypatch):
     inputs = seed_inputs()
     out, warned = run(seed, *inputs)
@@ -255,6 +256,7 @@ def test_graph_cache_serves_a_new_process_without_running_passes(monkeypatch):
     torch.testing.assert_close(out, seed(*inputs))
 
 
+@pytest.mark.usefixtures("without_aot_cache")
 @pytest.mark.parametrize("damage", ["graph entry", "module"])
 def test_damaged_graph_cache_compiles_again(monkeypatch, damage):
     inputs = seed_inputs()
@@ -295,3 +297,31 @@ def test_bf16_constants_run():
     out, warned = run(fn, x, mask)
     assert warned == []
     torch.testing.assert_close(out, fn(x, mask), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("program_froze", [False, True])
+def test_compiling_hides_the_heap_from_the_collector_and_puts_it_back(monkeypatch, program_froze):
+    """Objects that exist when a compile starts are frozen while it runs (its full collections
+    scan what it made), then unfrozen; where the program froze objects itself, mind does not
+    touch the collector (unfreezing would release the program's objects too)."""
+    import gc
+
+    calls, during = [], []
+    for name in ("freeze", "unfreeze"):
+        real = getattr(gc, name)
+        monkeypatch.setattr(gc, name, lambda real=real, name=name: calls.append(name) or real())
+    load_program = backend.load_program
+    monkeypatch.setattr(
+        backend,
+        "load_program",
+        lambda *a: during.append(gc.get_freeze_count() > 0) or load_program(*a),
+    )
+    if program_froze:
+        gc.freeze()
+    try:
+        out, warned = run(seed, *seed_inputs())
+        frozen_after, made = gc.get_freeze_count() > 0, calls[program_froze:]
+    finally:
+        gc.unfreeze()
+    assert warned == [] and during == [True] and frozen_after == program_froze
+    assert made == ([] if program_froze else ["freeze", "unfreeze"])

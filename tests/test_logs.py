@@ -51,7 +51,11 @@ def test_each_channel_says_what_the_compiler_did(all_logs, capsys):
         assert line in err, line
     torch._dynamo.reset()
     torch.compile(seed, backend="mind")(*inputs)
-    assert "(from the graph cache)" in capsys.readouterr().err
+    assert "graph graph1_forward (from AOTAutograd's cache):\n" in capsys.readouterr().err
+    torch._dynamo.reset()
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        torch.compile(seed, backend="mind")(*inputs)
+    assert "graph graph2_forward (from the graph cache):\n" in capsys.readouterr().err
 
 
 def test_fusion_log_carries_the_remarks(all_logs, capsys):

@@ -198,3 +198,19 @@ def test_cuda_graphs_count_how_each_call_went():
         graphs([x])
     graphs([x])
     assert dict(counters["mind_cudagraphs"]) == {"warm-up": 1, "unrecorded: disabled": 2}
+
+
+def test_a_module_runs_from_bytecode_checked_against_its_source(tmp_path):
+    """Bytecode is written beside the module once; an edited module never runs it stale."""
+    from importlib.util import cache_from_source
+
+    from mind.runtime.compile_pool import exec_source
+
+    path = tmp_path / "module.py"
+    pyc = tmp_path / cache_from_source(str(path))
+    for value in (1, 2):  # the same size, within the same second
+        source = f"VALUE = {value}\n"
+        path.write_text(source)
+        namespace: dict = {}
+        exec_source(source, str(path), namespace)
+        assert namespace["VALUE"] == value and pyc.exists()

@@ -77,6 +77,28 @@ def test_use_before_definition():
         verify(module)
 
 
+TWO_NODES = LOOPS.replace(
+    "  loops.output(%x)",
+    """\
+  %y = loops.pointwise : f32[4][1]cpu {
+    %0 = loops.load(%x, p0) : f32
+    %1 = loops.neg(%0) : f32
+    loops.yield(%1)
+  }
+  loops.output(%y)""",
+)
+
+
+def test_a_bodys_values_are_not_visible_after_it():
+    """A region's values are visible in it only: not in the next node's body."""
+    module = mind.parse(TWO_NODES)
+    verify(module)
+    first, second, _ = module.ops[0].body.ops
+    second.body.ops[1].set_arg(0, first.body.ops[0].result)
+    with pytest.raises(VerifyError, match=r"'loops.neg' uses '%0' before it is defined"):
+        verify(module)
+
+
 def test_unknown_operation():
     with pytest.raises(VerifyError, match="unknown operation 'loops.bogus'"):
         verify(Module([Operation("loops.bogus")]))

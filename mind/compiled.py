@@ -1,0 +1,211 @@
+"""A compiled graph as the backend hands it to AOTAutograd: `MindCode`, the generated module's
+`call` wrapped as AOTAutograd needs it (boxed, never traced by Dynamo, checked on its first
+call, recorded as CUDA graphs when asked), with what it takes to wrap it again elsewhere.
+
+AOTAutograd stores a `MindCode` in its own cache (AOTAutogradCache), as it stores Inductor's
+compiled graphs. A new process that compiles the same Dynamo graph loads the entry instead of
+tracing, and `post_compile` reads the module back from mind's cache, checked against its key
+(runtime/cache.py): a module missing or damaged makes the entry unusable, and the graph is
+compiled again. A graph that runs eagerly is never stored: each process says why again."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+import torch
+import torch._dynamo
+from torch._functorch._aot_autograd.aot_autograd_result import SerializedGraphModule
+from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+from torch._functorch.aot_autograd import make_boxed_func
+from torch._inductor.output_code import OutputCode
+
+from mind import runtime
+from mind.dump import GraphDump
+from mind.fallback import fall_back
+from mind.ir.logs import channel
+from mind.options import Options
+from mind.runtime.cudagraphs import CudaGraphs
+
+log = channel("output_code")
+
+#: the name of the Dynamo graph being compiled: graphs loaded from the cache are named for it
+#: (a name says in which order this process compiled them, not what they compute)
+_GRAPH: ContextVar[str] = ContextVar("mind_graph", default="graph")
+
+
+@contextlib.contextmanager
+def compiling(name: str) -> Iterator[None]:
+    """Name what AOTAutograd compiles or loads for Dynamo graph `name`."""
+    token = _GRAPH.set(name)
+    try:
+        yield
+    finally:
+        _GRAPH.reset(token)
+
+
+@dataclasses.dataclass
+class Recording:
+    """What recording a graph's launches as CUDA graphs needs to know of the graph."""
+
+    #: inputs AOTAutograd marks static (parameters, buffers): read in place by a replay
+    static_inputs: frozenset[int] = frozenset()
+    #: inputs whose sizes or strides are symbolic, or that are integers: a recording each
+    symbolic_inputs: tuple[int, ...] = ()
+    #: why the graph cannot be recorded, if it cannot
+    unrecordable: str | None = None
+
+
+@dataclasses.dataclass
+class MindCode(OutputCode):
+    """One compiled ATen graph (a forward, a backward or an inference graph), callable with
+    AOTAutograd's boxed argument list."""
+
+    #: the generated module's key in mind's cache; None when the graph runs eagerly
+    module_key: str | None
+    interpret: bool
+    options: Options
+    #: what recording it as CUDA graphs needs, when the options ask for it and it runs on a GPU
+    recording: Recording | None
+    #: the ATen graph, to run eagerly if the first call fails: live, or serialized for the cache
+    aten: torch.fx.GraphModule | SerializedGraphModule
+
+    def __post_init__(self) -> None:
+        self._boxed_call = True
+        self._call: Callable[[list], object] | None = None
+
+    @classmethod
+    def compiled(
+        cls, call: Callable[[list], object], module_key: str, symbol: str, dump: GraphDump, **kw
+    ) -> MindCode:
+        code = cls(module_key, **kw)
+        code._call = code._wrap(call, symbol, dump)
+        return code
+
+    @classmethod
+    def eager(cls, symbol: str, exc: BaseException, dump: GraphDump, **kw) -> MindCode:
+        code = cls(None, **kw)
+        code._call = run_eagerly(code.aten, symbol, exc, dump)
+        return code
+
+    def __call__(self, args: list) -> object:
+        return self._call(args)
+
+    def prepare_for_serialization(self) -> None:
+        """Called on the copy AOTAutograd stores: the module is referred to by its key, the
+        ATen graph kept as code. An eager graph is not stored."""
+        if self.module_key is None:
+            raise BypassAOTAutogradCache("mind: the graph runs eagerly")
+        if isinstance(self.aten, torch.fx.GraphModule):
+            self.aten = SerializedGraphModule(self.aten)
+        self._call = None
+
+    def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
+        """Loaded from AOTAutograd's cache in a new process: import the module from mind's
+        cache and wrap its `call`; an exception makes AOTAutograd compile the graph anew."""
+        symbol = f"{_GRAPH.get()}_{'backward' if graph_kwargs.get('is_backward') else 'forward'}"
+        source = runtime.cached_module(self.module_key, self.interpret)
+        if source is None:
+            raise LookupError(f"mind: module {self.module_key[:16]} missing or damaged")
+        log.info("graph %s (from AOTAutograd's cache):\n%s", symbol, source)
+        program = runtime.load(source, symbol, f"{symbol}.triton", interpret=self.interpret)
+        self._call = self._wrap(program.call, symbol, GraphDump(symbol))
+
+    def set_triton_bundle(self, triton_bundle: Any) -> None:
+        """Triton's own cache keeps the kernels."""
+
+    def _wrap(self, call: Callable[[list], object], symbol: str, dump: GraphDump) -> Callable:
+        call = FirstCallCheck(call, self._aten_module, symbol, dump)
+        if self.recording is not None:
+            call = recorded(call, symbol, self.options, self.recording)
+        return boxed(call)
+
+    def _aten_module(self) -> torch.fx.GraphModule:
+        if isinstance(self.aten, SerializedGraphModule):
+            self.aten = self.aten.deserialize()
+        return self.aten
+
+
+def timed(compile_fn: Callable[..., MindCode]) -> Callable[..., MindCode]:
+    """`compile_fn`, its result marked with how long it took (AOTAutograd's cache records it)."""
+
+    def run(*args, **kwargs) -> MindCode:
+        start = time.time_ns()
+        code = compile_fn(*args, **kwargs)
+        code._time_taken_ns = time.time_ns() - start
+        return code
+
+    return run
+
+
+def boxed(fn: Callable[[list], object]) -> Callable[[list], object]:
+    """`fn` as AOTAutograd calls it (with the argument list), never traced by Dynamo: the backward
+    runs from inside user code (`loss.backward()`) that Dynamo may be tracing."""
+    run = torch._dynamo.disable(fn, recursive=True)
+    run._boxed_call = True
+    return run
+
+
+def run_eagerly(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, dump: GraphDump):
+    """AOTAutograd's own ATen graph, boxed, after warning once why."""
+    fall_back(symbol, exc, dump.reproducer())
+    return boxed(make_boxed_func(aot_gm.forward))
+
+
+class FirstCallCheck:
+    """Runs the generated `call`; if its first call fails (Triton compiles at first launch), the
+    graph falls back to eager for good. The first call gets a copy of the argument list, so that
+    generated code that frees its inputs cannot take them from the eager rerun."""
+
+    def __init__(
+        self,
+        call: Callable[[list], object],
+        aten: Callable[[], torch.fx.GraphModule],
+        symbol: str,
+        dump: GraphDump,
+    ):
+        self.call, self.aten, self.symbol, self.dump = call, aten, symbol, dump
+        self.checked = False
+
+    def __call__(self, args: list) -> object:
+        if self.checked:
+            return self.call(args)
+        try:
+            out = self.call(list(args))
+        except Exception as exc:
+            self.call = run_eagerly(self.aten(), self.symbol, exc, self.dump)
+            out = self.call(args)
+        self.checked = True
+        return out
+
+
+def recorded(
+    call: Callable[[list], object], symbol: str, options: Options, recording: Recording
+) -> Callable:
+    """`call` under CUDA graphs, unless the graph holds what a recording cannot."""
+    runner = CudaGraphs(
+        call,
+        symbol,
+        set(recording.static_inputs),
+        _shape_key(recording.symbolic_inputs),
+        options.cudagraph_max_shapes,
+        options.cudagraph_max_recordings,
+    )
+    if recording.unrecordable is not None:
+        runner.disable(recording.unrecordable)
+    return runner
+
+
+def _shape_key(symbolic: tuple[int, ...]) -> Callable[[list], object]:
+    """What tells the input shapes of a call apart: nothing for static sizes (Dynamo guards
+    them), else the sizes and strides of the inputs with symbols and the integer inputs."""
+    if not symbolic:
+        return lambda args: None
+    return lambda args: tuple(
+        (a.shape, a.stride()) if isinstance(a, torch.Tensor) else a
+        for a in (args[i] for i in symbolic)
+    )
