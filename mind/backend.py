@@ -204,13 +204,15 @@ def _recording(graph: Operation, options: Options) -> Recording | None:
     is on a GPU."""
     if not options.cudagraphs or not _on_gpu(graph):
         return None
+    args = list(enumerate(graph.body.args))
     symbolic = tuple(
         i
-        for i, arg in enumerate(graph.body.args)
+        for i, arg in args
         if isinstance(arg.type, SymType)
         or (isinstance(arg.type, TensorType) and not _static_type(arg.type))
     )
-    return Recording(_static_inputs(graph), symbolic, _unrecordable(graph))
+    scalars = tuple(i for i, arg in args if _cpu_scalar(arg.type))
+    return Recording(_static_inputs(graph), symbolic, _unrecordable(graph), scalars)
 
 
 def _static_inputs(graph: Operation) -> frozenset[int]:
@@ -224,6 +226,11 @@ def _static_inputs(graph: Operation) -> frozenset[int]:
     return frozenset(getattr(meta, "static_input_indices", None) or ())
 
 
+def _cpu_scalar(t) -> bool:
+    """A 0-d CPU tensor: read by value (a kernel's scalar argument, an ATen op's scalar)."""
+    return isinstance(t, TensorType) and t.rank == 0 and getattr(t.device, "type", None) == "cpu"
+
+
 def _static_type(t: TensorType) -> bool:
     return all(isinstance(s, int) for s in (*t.shape, *(t.strides or ())))
 
@@ -234,12 +241,15 @@ _UNRECORDABLE_TAGS = ("data_dependent_output", "dynamic_output_shape", "cudagrap
 
 
 def _unrecordable(graph: Operation) -> str | None:
-    """Why the graph cannot be recorded (a CPU tensor, a host sync, a data-dependent shape)."""
+    """Why the graph cannot be recorded: a CPU tensor of one element or more dims (0-d ones are
+    read by value, and recordings are keyed by their values; meta tensors, such as the philox
+    seed a fused attention declares, hold no memory), a host sync, a data-dependent shape."""
     tags = {getattr(torch.Tag, t) for t in _UNRECORDABLE_TAGS if hasattr(torch.Tag, t)}
     for op in graph.walk():
         for value in [*op.results, *(op.body.args if op.regions else [])]:
             device = getattr(value.type, "device", None)
-            if device is not None and device.type != "cuda":
+            recordable = device is None or device.type in ("cuda", "meta")
+            if not recordable and not _cpu_scalar(value.type):
                 return f"'%{value.name}' is on {device}"
         if is_collective(op):
             return f"'{op.name}' is a collective"

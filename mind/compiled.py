@@ -58,6 +58,8 @@ class Recording:
     symbolic_inputs: tuple[int, ...] = ()
     #: why the graph cannot be recorded, if it cannot
     unrecordable: str | None = None
+    #: 0-d CPU tensor inputs, read by value: a recording each value
+    scalar_inputs: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass
@@ -191,7 +193,7 @@ def recorded(
         call,
         symbol,
         set(recording.static_inputs),
-        _shape_key(recording.symbolic_inputs),
+        _shape_key(recording.symbolic_inputs, recording.scalar_inputs),
         options.cudagraph_max_shapes,
         options.cudagraph_max_recordings,
     )
@@ -200,12 +202,16 @@ def recorded(
     return runner
 
 
-def _shape_key(symbolic: tuple[int, ...]) -> Callable[[list], object]:
-    """What tells the input shapes of a call apart: nothing for static sizes (Dynamo guards
-    them), else the sizes and strides of the inputs with symbols and the integer inputs."""
-    if not symbolic:
+def _shape_key(symbolic: tuple[int, ...], scalars: tuple[int, ...] = ()) -> Callable:
+    """What tells calls that need recordings of their own apart: nothing for static sizes
+    (Dynamo guards them), else the sizes and strides of the inputs with symbols and the integer
+    inputs; and the values of 0-d CPU tensors, which a recording holds as it saw them."""
+    if not symbolic and not scalars:
         return lambda args: None
-    return lambda args: tuple(
-        (a.shape, a.stride()) if isinstance(a, torch.Tensor) else a
-        for a in (args[i] for i in symbolic)
+    return lambda args: (
+        tuple(
+            (a.shape, a.stride()) if isinstance(a, torch.Tensor) else a
+            for a in (args[i] for i in symbolic)
+        )
+        + tuple(args[i].item() for i in scalars)
     )

@@ -6,9 +6,12 @@ launch, allocation and ATen call of the wrapper.
 
 Inputs: parameters, buffers and tensors that live in a recording's memory (the outputs of an
 earlier graph, such as the activations a forward saved for its backward) are read where they
-are, so the recording is bound to their addresses; every other input is copied into storage the
-recording owns before each replay. A call whose bound inputs moved uses another recording of
-the same shape, or records one.
+are, so the recording is bound to their addresses (and holds no reference to them: it replays
+only for callers that pass tensors at those addresses); every other input is copied into storage
+the recording owns before each replay. A call whose bound inputs moved uses another recording of
+the same shape, or records one. A 0-d CPU tensor is read by value (kernels take it as a scalar
+argument), so a recording holds the value it was recorded with: the caller keys recordings by
+those values as by shapes (mind/compiled.py).
 
 Outputs, the rule: an output a caller still holds is never overwritten. Each replay hands out
 fresh tensors over the recording's output memory; while any of them (or a view of one) is alive,
@@ -17,7 +20,8 @@ if there are fewer than `max_recordings`. Holding the outputs of several calls a
 costs the memory of several recordings, and holding more than `max_recordings` at once runs that
 call without CUDA graphs. An output that is an input (or a view of one) is that input.
 
-What cannot be recorded runs as compiled, without CUDA graphs: CPU tensors, host syncs and
+What cannot be recorded runs as compiled, without CUDA graphs: CPU tensors of one element or
+more dims, host syncs and
 data-dependent shapes (refused before recording, or by a failed capture), and input shapes past
 `max_shapes`.
 """
@@ -70,7 +74,7 @@ class Recording:
     """One captured call: the graph, the arguments it reads, the outputs it writes."""
 
     graph: torch.cuda.CUDAGraph
-    #: the inputs the capture read: bound ones as given, static copies of the others
+    #: the static copies of the copied inputs the capture read (None for the others)
     args: list
     copied: list[int]
     #: per input, the data pointer the recording is bound to (None where it copies)
@@ -170,7 +174,11 @@ class CudaGraphs:
             self.disable(reason)
             return self.call(args)
         bound = [i for i, a in enumerate(args) if self._binds(i, a)]
-        copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in bound]
+        copied = [
+            i
+            for i, a in enumerate(args)
+            if isinstance(a, torch.Tensor) and i not in bound and not is_cpu_scalar(a)
+        ]
         captured = list(args)
         for i in copied:
             captured[i] = torch.empty_strided(
@@ -186,7 +194,8 @@ class CudaGraphs:
             return self.call(args)
         pointers = [args[i].data_ptr() if i in bound else None for i in range(len(args))]
         specs = [_output_spec(out, captured) for out in outputs]
-        recording = Recording(graph, captured, copied, pointers, bound, specs)
+        kept = [a if i in copied else None for i, a in enumerate(captured)]
+        recording = Recording(graph, kept, copied, pointers, bound, specs)
         owned = [o for o, spec in zip(outputs, specs) if spec[0] == "out" and spec[2] is not None]
         recording.storages = [StorageWeakRef(out.untyped_storage()) for out in owned]
         _RECORDED_STORAGES.update(out.untyped_storage().data_ptr() for out in owned)
@@ -220,8 +229,13 @@ def _output_spec(out, captured: list) -> tuple:
     return ("out", out, tuple(out.shape), tuple(out.stride()))
 
 
+def is_cpu_scalar(arg) -> bool:
+    """A 0-d CPU tensor: kernels read it by value, so a recording holds the value it saw."""
+    return isinstance(arg, torch.Tensor) and arg.device.type == "cpu" and arg.dim() == 0
+
+
 def _unrecordable(args: list) -> str | None:
     for arg in args:
-        if isinstance(arg, torch.Tensor) and arg.device.type != "cuda":
+        if isinstance(arg, torch.Tensor) and arg.device.type != "cuda" and not is_cpu_scalar(arg):
             return f"an input is on {arg.device}"
     return None

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from mind.runtime import cudagraphs
 from mind.runtime.cudagraphs import MindCudaGraphWarning
 from programs import ON_GPU, assert_same_step, mlp_training_step, no_fallback
+from torch._dynamo.utils import counters
 from triton.runtime.jit import JITFunction
 
 pytestmark = [*ON_GPU, pytest.mark.usefixtures("isolated_runtime")]
@@ -172,17 +173,45 @@ def test_parameters_are_read_in_place_and_a_new_one_records_again(replays):
     assert replays["recordings"] == 1
 
 
-def test_cpu_inputs_run_unrecorded():
-    compiled = torch.compile(
-        lambda x, s: x * s.cuda(), backend="mind", mode="reduce-overhead", fullgraph=False
-    )
-    x, s = torch.randn(8, device="cuda"), torch.tensor(3.0)
+def test_a_cpu_input_runs_unrecorded():
+    compiled = torch.compile(lambda x, c: x * c.cuda(), backend="mind", mode="reduce-overhead")
+    x, c = torch.randn(8, device="cuda"), torch.full((8,), 3.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
-            torch.testing.assert_close(compiled(x, s), x * 3)
+            torch.testing.assert_close(compiled(x, c), x * 3)
     reasons = [str(w.message) for w in caught if issubclass(w.category, MindCudaGraphWarning)]
     assert reasons and "cpu" in reasons[0]
+
+
+def test_a_cpu_scalar_is_recorded_once_per_value():
+    """A 0-d CPU tensor (as Dynamo passes a Python float under dynamic shapes, or a scale a
+    model keeps on the CPU) is a kernel's scalar argument: recordings are keyed by its value."""
+    compiled = torch.compile(lambda x, s: x * s + 1, backend="mind", mode="reduce-overhead")
+    x = torch.randn(8, device="cuda")
+    with no_fallback(), warnings.catch_warnings():
+        warnings.simplefilter("error", MindCudaGraphWarning)
+        for value in (3.0, 3.0, 3.0, 4.0, 4.0):
+            torch.testing.assert_close(compiled(x, torch.tensor(value)), x * value + 1)
+    assert dict(counters["mind_cudagraphs"]) == {"warm-up": 2, "record": 2, "replay": 1}
+
+
+def test_training_replays_while_the_last_output_is_held():
+    """A training loop that keeps the last step's output (`out = model(x)`) and whose backward
+    reads what the forward's recording saved: forward and backward each alternate between two
+    recordings, and every step after them replays (a recording holds no reference to the
+    inputs it reads in place, so it does not keep another recording busy)."""
+    _, model, reference, x, _ = mlp_training_step("cuda")
+    compiled = torch.compile(model, backend="mind", mode="reduce-overhead")
+    with no_fallback():
+        for _ in range(8):
+            model.zero_grad(set_to_none=True)
+            out = compiled(x)
+            (out.float() ** 2).mean().backward()
+    (reference(x).float() ** 2).mean().backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    assert dict(counters["mind_cudagraphs"]) == {"warm-up": 2, "record": 4, "replay": 10}
 
 
 def test_output_that_is_an_input_is_the_callers_tensor(replays):

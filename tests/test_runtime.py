@@ -214,3 +214,25 @@ def test_a_module_runs_from_bytecode_checked_against_its_source(tmp_path):
         namespace: dict = {}
         exec_source(source, str(path), namespace)
         assert namespace["VALUE"] == value and pyc.exists()
+
+
+RECORDED_INPUTS = """loops.graph @g(%a: f32[4][1]cuda:0, %s: f32[][]cpu, %m: i64[2][1]meta) {
+  %buf0 = loops.pointwise : f32[4][1]cuda:0 {
+    %0 = loops.load(%a, p0) : f32
+    %1 = loops.load(%s, 0) : f32
+    %2 = loops.mul(%0, %1) : f32
+    loops.yield(%2)
+  }
+  loops.output(%buf0)
+}"""
+
+
+def test_what_a_cuda_graph_records():
+    """A 0-d CPU tensor (read by value) and a meta tensor (a fused attention's philox seed: no
+    memory) leave a graph recordable; a CPU tensor with elements in a dim does not."""
+    from mind.backend import _unrecordable
+    from mind.parser import parse
+
+    assert _unrecordable(parse(RECORDED_INPUTS).ops[0]) is None
+    on_cpu = RECORDED_INPUTS.replace("%s: f32[][]cpu", "%s: f32[2][1]cpu")
+    assert _unrecordable(parse(on_cpu).ops[0]) == "'%s' is on cpu"

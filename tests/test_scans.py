@@ -42,15 +42,16 @@ def leaves(tree) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(tree) if t is not None]
 
 
-def check(fn, *args, tol=1e-5, **compile_kwargs):
-    """`fn` compiled by mind (no fallback) gives eager's results, dtypes and shapes."""
+def check(fn, *args, tol=1e-5, reference=None, **compile_kwargs):
+    """`fn` compiled by mind (no fallback) gives eager's results (or `reference`'s), dtypes
+    and shapes."""
     torch._dynamo.reset()
     with no_fallback():
         got = torch.compile(fn, backend="mind", **compile_kwargs)(*args)
-    want = fn(*args)
+    want = fn(*args) if reference is None else reference
     for g, w in zip(leaves(got), leaves(want), strict=True):
         assert (g.dtype, g.shape) == (w.dtype, w.shape)
-        torch.testing.assert_close(g, w, rtol=tol, atol=tol, equal_nan=True)
+        torch.testing.assert_close(g.cpu(), w.cpu(), rtol=tol, atol=tol, equal_nan=True)
 
 
 def source(fn, *args, pipeline: str = PIPELINE, **capture) -> str:
@@ -228,5 +229,8 @@ def test_loops_evaluator_agrees_with_eager():
 def test_scans_and_sorts_compiled_for_the_gpu(pipeline):
     x = sample((64, 300), torch.float32).cuda()
     check(lambda x: (scans(x, 1), scans(x, 0), sorts(x, 1)), x, options={"pipeline": pipeline})
-    h = sample((8, 300), torch.bfloat16).cuda()
-    check(lambda h: (h.cumsum(1), torch.sort(h, 1)), h, tol=2e-2)
+    # eager CUDA (torch 2.11) sorts a bf16 NaN first and rounds its bf16 cumsum more coarsely:
+    # eager on the CPU, which sorts NaN last and sums in f32 as the kernels do, is the reference
+    h = sample((8, 300), torch.bfloat16)
+    fn = lambda h: (h.cumsum(1), torch.sort(h, dim=1, stable=True))  # noqa: E731
+    check(fn, h.cuda(), tol=2e-2, reference=fn(h))
