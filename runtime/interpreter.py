@@ -8,7 +8,10 @@ was set before that, they are compiled-mode `JITFunction`s, which an interpreted
 call. So an interpreted launch swaps in interpreted twins of them (and of the `tl.tensor` methods
 that forward to them) for its duration. Afterwards the language is put back exactly as it was:
 the interpreter itself leaves `triton.language.core` patched with interpreter builtins whenever a
-kernel calls another jit function (triton 3.6), which breaks every later CUDA compile."""
+kernel calls another jit function (triton 3.6), which breaks every later CUDA compile.
+
+The interpreter also truncates an f32 -> bf16 cast, where a compiled kernel (and torch) rounds to
+nearest even: an interpreted launch rounds (`_round_to_bf16`), so CPU results are the GPU's."""
 
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import triton.language as tl
 from triton import knobs
-from triton.runtime.interpreter import InterpretedFunction, interpreter_builder
+from triton.runtime.interpreter import InterpretedFunction, TensorHandle, interpreter_builder
 from triton.runtime.jit import JITFunction
 
 from .launch import DEBUG_OPTIONS
@@ -73,14 +77,36 @@ def _checked_options(options):
     return dataclasses.replace(options, **{k: v for k, v in DEBUG_OPTIONS.items() if k in names})
 
 
+def _round_to_bf16(cast):
+    """`cast` (the interpreter builder's), with f32 -> bf16 rounded to nearest even as compiled
+    Triton does; NaN stays NaN (quiet), and a carry past the largest finite value gives inf."""
+
+    def rounding_cast(src, dst_type, *rest):
+        if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+            return cast(src, dst_type, *rest)
+        bits = np.ascontiguousarray(src.data, dtype=np.float32).view(np.uint32)
+        rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> 16
+        quiet_nan = (bits >> np.uint32(16)) | np.uint32(0x40)
+        data = np.where(np.isnan(src.data), quiet_nan, rounded).astype(np.uint16)
+        return TensorHandle(data, tl.bfloat16)
+
+    return rounding_cast
+
+
+#: the builder's casts that take f32 to bf16 (`x.to(tl.bfloat16)` is an fp_trunc)
+_CASTS = ("create_fp_trunc", "create_fp_to_fp")
+
+
 @contextmanager
 def interpreted_language() -> Iterator[None]:
     """Triton's language as the interpreter needs it, for the duration of the block."""
     with _LOCK, knobs.runtime.scope():
         knobs.runtime.interpret = True
         saved = {owner: dict(vars(owner)) for owner in _owners()}
-        options = interpreter_builder.options
-        interpreter_builder.options = _checked_options(options)
+        own = dict(vars(interpreter_builder))  # the builder's options and casts, put back after
+        interpreter_builder.options = _checked_options(interpreter_builder.options)
+        for name in (n for n in _CASTS if hasattr(interpreter_builder, n)):
+            setattr(interpreter_builder, name, _round_to_bf16(getattr(interpreter_builder, name)))
         try:
             for owner in saved:
                 for name, value in saved[owner].items():
@@ -89,7 +115,8 @@ def interpreted_language() -> Iterator[None]:
                         setattr(owner, name, _method(twin) if owner is tl.tensor else twin)
             yield
         finally:
-            interpreter_builder.options = options
+            vars(interpreter_builder).clear()
+            vars(interpreter_builder).update(own)
             _restore(saved)
 
 

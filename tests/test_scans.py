@@ -74,8 +74,8 @@ def sample(shape, dtype) -> torch.Tensor:
     return x.to(dtype)
 
 
-# bf16: eager rounds once at the end, as mind's f32 scan does, but Triton's interpreter
-# truncates the f32 -> bf16 cast
+# bf16: eager rounds once at the end, as mind's f32 scan does, but sums in another order: a
+# result may be an ulp (2**-7 of it) apart
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.int32: 0, torch.int64: 0}
 
 

@@ -349,3 +349,19 @@ def test_mod_takes_the_divisors_sign():
     _, mod = compile_graph(MOD)
     a, b = torch.tensor([7, -7, 7, -7, 0, 5]), torch.tensor([3, 3, -3, -3, 2, -5])
     assert mod.call([a, b])[0].tolist() == torch.remainder(a, b).tolist()
+
+
+def test_a_cast_to_bf16_rounds_to_nearest_even():
+    """As compiled Triton and torch do (the interpreter alone truncates): ties go to the even
+    value, a carry past bf16's largest finite value gives inf, NaN stays NaN."""
+    from programs import no_fallback
+
+    ulp = 2.0**-7
+    x = torch.tensor(
+        [1 + ulp / 2, 1 + 3 * ulp / 2, -8.4375 - 1e-4, 3.3961e38, float("nan"), float("-inf"), 0.0]
+    )
+    x = torch.cat([x, torch.randn(256) * 100])
+    torch._dynamo.reset()
+    with no_fallback():
+        got = torch.compile(lambda x: x.bfloat16(), backend="mind")(x)
+    torch.testing.assert_close(got, x.bfloat16(), rtol=0, atol=0, equal_nan=True)
