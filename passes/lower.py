@@ -311,7 +311,7 @@ def _defines(op: Operation) -> bool:
 
 def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     """Lower one aten op, falling back to an ATen call when no lowering covers it."""
-    from .lowerings import Unsupported, lowering_for  # torch's tables: loaded when lowering runs
+    from .lowerings import NUMBER_SELF, Unsupported, lowering_for  # torch's tables: loaded here
 
     if op.results and all(isinstance(r.type, SymType) for r in op.results) and not _defines(op):
         env.update({r: r.type.expr for r in op.results})  # SymInt arithmetic: its expression
@@ -324,7 +324,9 @@ def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     ctx.base = op.results[0].name if op.results else ctx.origin
     key = op.symbol if op.name == "aten.call" else op.name
     fn = None if _exotic(op) else lowering_for(key)
-    if fn is not None and not (_takes(fn, args, kwargs) and _self_is_tensor(op)):
+    if fn is not None and not (
+        _takes(fn, args, kwargs) and (fn in NUMBER_SELF or _self_is_tensor(op))
+    ):
         fn = None  # an overload the lowering does not cover (`round.decimals`): an ATen call
     mark = len(ctx.block.ops)
     produced = None

@@ -39,6 +39,37 @@ _EXTRA_DECOMPOSITIONS = (
     "lerp",
     "linalg_vector_norm",
     "logit",
+    "leaky_relu",
+    "elu",
+    "lcm",
+    "flip",
+    "repeat",
+    "tril_indices",
+    "triu_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "max_pool2d_with_indices_backward",
+    "_adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "as_strided_copy",
+    "ldexp",
+    "dist",
+)
+#: ops whose rule is Inductor's own (`torch._inductor.decomposition`): torch's reference for
+#: them ends in prims (`prims.fmax`, `prims.round`) that neither compiler lowers
+_INDUCTOR_RULES = (
+    "fmax",
+    "fmin",
+    "round.decimals",
+    "narrow_copy",
+    "view_copy",
+    "permute_copy",
+    "unbind_copy",
+    "index_reduce",
+    "put",
+    "angle",
+    "grid_sampler_2d",
 )
 #: batch norm in every variant to functional ATen (as Inductor's table does): AOTAutograd
 #: refuses the in-place `_native_batch_norm_legit` a conv net in eval mode traces to
@@ -59,16 +90,32 @@ _EXCLUDED = ("_scaled_dot_product_flash_attention_for_cpu",)
 @lru_cache(maxsize=1)
 def decompositions() -> dict:
     """torch's core ATen table, plus the extra rules above, less the excluded ones."""
-    import torch
     from torch._decomp import core_aten_decompositions, get_decompositions, remove_decompositions
+    from torch._inductor.decomposition import decompositions as inductor_rules
 
-    aten = torch.ops.aten
-    extra = [getattr(aten, n) for n in (*_EXTRA_DECOMPOSITIONS, *_BATCH_NORM) if hasattr(aten, n)]
-    excluded = [getattr(aten, n).default for n in _EXCLUDED if hasattr(aten, n)]
+    extra = [t for n in (*_EXTRA_DECOMPOSITIONS, *_BATCH_NORM) if (t := _aten_op(n))]
+    excluded = [t for n in _EXCLUDED if (t := _aten_op(n))]
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(extra))
-    remove_decompositions(table, excluded)
+    ours = {t for n in _INDUCTOR_RULES if (t := _aten_op(n))}
+    table.update(
+        (op, rule)
+        for op, rule in inductor_rules.items()
+        if op in ours or getattr(op, "overloadpacket", None) in ours
+    )
+    remove_decompositions(table, [getattr(t, "default", t) for t in excluded])
     return table
+
+
+def _aten_op(name: str):
+    """`aten.<name>`: a packet, or one overload for `packet.overload`; None where this torch
+    has no such op."""
+    import torch
+
+    target = torch.ops.aten
+    for part in name.split("."):
+        target = getattr(target, part, None)
+    return target
 
 
 def aten_graphs(

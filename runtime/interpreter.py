@@ -11,7 +11,8 @@ the interpreter itself leaves `triton.language.core` patched with interpreter bu
 kernel calls another jit function (triton 3.6), which breaks every later CUDA compile.
 
 The interpreter also truncates an f32 -> bf16 cast, where a compiled kernel (and torch) rounds to
-nearest even: an interpreted launch rounds (`_round_to_bf16`), so CPU results are the GPU's."""
+nearest even: an interpreted launch rounds (`_round_to_bf16`), so CPU results are the GPU's.
+Its atomics read a broadcast operand wrong; an interpreted launch passes them dense arrays."""
 
 from __future__ import annotations
 
@@ -97,6 +98,23 @@ def _round_to_bf16(cast):
 _CASTS = ("create_fp_trunc", "create_fp_to_fp")
 
 
+def _dense_operands(rmw):
+    """`rmw` (the builder's atomic), given dense arrays: the interpreter's native atomic reads
+    its operands as contiguous, so a broadcast value (`tl.broadcast_to`, a stride-0 view) lost
+    all but some of its adds (`ones_like(x).index_add(...)`)."""
+
+    def dense_rmw(op, *handles_and_rest):
+        dense = [
+            TensorHandle(np.ascontiguousarray(h.data), h.dtype)
+            if isinstance(h, TensorHandle)
+            else h
+            for h in handles_and_rest
+        ]
+        return rmw(op, *dense)
+
+    return dense_rmw
+
+
 @contextmanager
 def interpreted_language() -> Iterator[None]:
     """Triton's language as the interpreter needs it, for the duration of the block."""
@@ -107,6 +125,8 @@ def interpreted_language() -> Iterator[None]:
         interpreter_builder.options = _checked_options(interpreter_builder.options)
         for name in (n for n in _CASTS if hasattr(interpreter_builder, n)):
             setattr(interpreter_builder, name, _round_to_bf16(getattr(interpreter_builder, name)))
+        rmw = interpreter_builder.create_atomic_rmw
+        interpreter_builder.create_atomic_rmw = _dense_operands(rmw)
         try:
             for owner in saved:
                 for name, value in saved[owner].items():

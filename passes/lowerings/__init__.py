@@ -23,6 +23,7 @@ FAMILIES = (
     "masked",
     "creation",
     "reductions",
+    "pooling",
     "scans",
     "indexing",
     "scatter",
@@ -46,10 +47,17 @@ def key_of(target: torch._ops.OpOverload | torch._ops.OpOverloadPacket | str) ->
     return op_name(target) if target.namespace == "aten" else qualified_name(target)
 
 
-def register_lowering(*targets) -> Callable[[Lowering], Lowering]:
+#: lowerings that take a number where the op's schema has a Tensor `self` (elementwise math:
+#: `aten.sub.Tensor(7, x)`, which torch's references trace to); others get a tensor there
+NUMBER_SELF: set[Lowering] = set()
+
+
+def register_lowering(*targets, number_self: bool = False) -> Callable[[Lowering], Lowering]:
     def decorate(fn: Lowering) -> Lowering:
         for target in targets:
             LOWERINGS[key_of(target)] = fn
+        if number_self:
+            NUMBER_SELF.add(fn)
         return fn
 
     return decorate

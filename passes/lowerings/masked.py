@@ -1,14 +1,17 @@
-"""cat and constant_pad_nd: pointwise nodes whose loads are masked by the position along a dim
-(`loops.load ... {mask, other}`), the pieces combined with `where`."""
+"""cat, constant_pad_nd, slice_scatter and diagonal_scatter: pointwise nodes whose loads are
+masked by the position along a dim (`loops.load ... {mask, other}`), the pieces combined with
+`where`."""
 
 from __future__ import annotations
 
+import sympy
 import torch
 from mind.ir import dtypes as dt
 from mind.ir.dtypes import DType
 
 from . import register_lowering
 from .common import norm_dim
+from .views import clamp_start
 
 aten = torch.ops.aten
 
@@ -39,7 +42,8 @@ def masked_load(b, x, index, mask):
 def cat(ctx, tensors, dim=0):
     out = ctx.out
     dim = norm_dim(dim, out.rank)
-    parts = [t for t in tensors if not (t.type.rank == 1 and t.type.shape[0] == 0)]
+    # legacy empty 1-d inputs join nothing; when all are, the result is empty too
+    parts = [t for t in tensors if not (t.type.rank == 1 and t.type.shape[0] == 0)] or tensors[:1]
     size = out.shape[dim]
 
     def body(b, idx):
@@ -75,5 +79,47 @@ def constant_pad_nd(ctx, x, pad, value=0):
                 mask = cond if mask is None else b.logical_and(mask, cond)
         loaded = b.cast(masked_load(b, x, index, mask), out.dtype)
         return b.where(mask, loaded, b.constant(value, out.dtype)) if mask else loaded
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+@register_lowering(aten.slice_scatter)
+def slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
+    """x with `src` written over `x[start:end:step]` along `dim`, as Inductor lowers it: each
+    element reads src where its position lies on the slice, x elsewhere."""
+    out = ctx.out
+    dim = norm_dim(dim, out.rank)
+    size = out.shape[dim]
+    start = clamp_start(start, size)
+    last = start + step * (src.type.shape[dim] - 1)  # the slice's last position
+
+    def body(b, idx):
+        pos = idx[dim]
+        on = in_range(b, b.index(pos), start, last + 1, size)
+        if step != 1:
+            hit = b.eq(b.index(sympy.Mod(pos - start, step)), b.constant(0, dt.i64))
+            on = hit if on is None else b.logical_and(on, hit)
+        index = [*idx[:dim], sympy.floor((pos - start) / step), *idx[dim + 1 :]]
+        written = b.cast(masked_load(b, src, index, on), out.dtype)
+        if on is None:
+            return written
+        return b.where(on, written, b.cast(b.load(x, idx), out.dtype))
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+@register_lowering(aten.diagonal_scatter)
+def diagonal_scatter(ctx, x, src, offset=0, dim1=0, dim2=1):
+    """x with `src` written over its diagonal (`src`'s last dim runs along it), as Inductor
+    lowers it: each element reads src where it lies on the diagonal, x elsewhere."""
+    out = ctx.out
+    d1, d2 = norm_dim(dim1, out.rank), norm_dim(dim2, out.rank)
+
+    def body(b, idx):
+        i, j = idx[d1], idx[d2]
+        on = b.eq(b.index(j - i), b.constant(offset, dt.i64))
+        rest = [e for k, e in enumerate(idx) if k not in (d1, d2)]
+        written = masked_load(b, src, [*rest, i if offset >= 0 else j], on)
+        return b.where(on, b.cast(written, out.dtype), b.cast(b.load(x, idx), out.dtype))
 
     return ctx.pointwise(out.dtype, out.shape, body)

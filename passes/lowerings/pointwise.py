@@ -29,7 +29,7 @@ def elementwise(ctx, args: list, compute: DType, fn: ScalarFn):
 def register_scalar(packet, fn: ScalarFn, compute: Callable[[tuple], DType]) -> None:
     """Lower every overload of `packet` to `fn` over operands cast to `compute(args)`."""
 
-    @register_lowering(packet)
+    @register_lowering(packet, number_self=True)
     def lower(ctx, *args):
         return elementwise(ctx, list(args), compute(args), fn)
 
@@ -85,7 +85,7 @@ for _name in LOGICAL:
     register_scalar(getattr(aten, _name), _op(_name), lambda args: dt.b8)
 
 
-@register_lowering(aten.add, aten.sub)
+@register_lowering(aten.add, aten.sub, number_self=True)
 def add_sub(ctx, x, y, alpha=1):
     """`x + alpha * y` (and `-`); alpha folds away when it is 1."""
     name = ctx.origin
@@ -104,7 +104,7 @@ _ROUNDING: dict[object, tuple[object, ScalarFn]] = {
 }
 
 
-@register_lowering(aten.div)
+@register_lowering(aten.div, number_self=True)
 def div(ctx, x, y, *, rounding_mode=None):
     if rounding_mode == "trunc":
         return _trunc_div(ctx, x, y)
@@ -185,3 +185,10 @@ def pow_scalar(ctx, x, exponent):
     if special is None or (exponent in (0.5, -1) and not compute.is_floating_point):
         return elementwise(ctx, [x, exponent], compute, _op("pow"))
     return elementwise(ctx, [x], compute, special)
+
+
+@register_lowering(torch.ops.prims.div, number_self=True)
+def prims_div(ctx, x, y):
+    """prims' division (torch's references use it, `lcm`): true division for floats, rounded
+    toward zero for integers, as C divides."""
+    return div(ctx, x, y, rounding_mode=None if ctx.out.dtype.is_floating_point else "trunc")

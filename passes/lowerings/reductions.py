@@ -47,6 +47,7 @@ def reduce(
     kept = [d for d in range(rank) if d not in dims]
     shape = [1 if d in dims else x.type.shape[d] for d in range(rank) if keepdim or d not in dims]
     ranges = [x.type.shape[d] for d in dims]
+    kind = REDUCTIONS[reduction_type]
 
     def body(b, idx, ridx=()):
         index = [
@@ -54,9 +55,11 @@ def reduce(
             for d in range(rank)
         ]
         value = b.load(x, index)
+        if kind.is_index:  # compared in f32, as Inductor does: over bf16, Triton's interpreter
+            # gave positions past the row
+            value = b.cast(value, dt.upcast(value.type.dtype))
         return fn(b, value, idx) if fn else value
 
-    kind = REDUCTIONS[reduction_type]
     if math.prod(ranges) == 0 and kind.empty_is_neutral:  # no element: the neutral value
         return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(kind.neutral(dtype), dtype))
     if math.prod(ranges) == 1:  # one element per row (a 0-d input, size-1 dims): pointwise

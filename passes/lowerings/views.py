@@ -101,6 +101,16 @@ def permute(ctx, x, dims):
     return _view(ctx, x, index)
 
 
+@register_lowering(torch.ops.prims.rev)
+def rev(ctx, x, dims):
+    """Reversed along `dims` (`flip` decomposes to it): element i reads size - 1 - i."""
+    shape, rank = x.type.shape, x.type.rank
+    dims = {norm_dim(d, rank) for d in dims}
+    return _view(
+        ctx, x, lambda idx: [shape[k] - 1 - e if k in dims else e for k, e in enumerate(idx)]
+    )
+
+
 @register_lowering(aten.transpose.int)
 def transpose(ctx, x, d0, d1):
     dims = list(range(x.type.rank))
@@ -129,7 +139,7 @@ def _slice_index(x, dim: int, start, step):
     return index
 
 
-def _clamp_start(start, size) -> IntLike:
+def clamp_start(start, size) -> IntLike:
     """A slice start in [0, size]; symbolic sizes trust the guards that start is in range."""
     start = 0 if start is None else start
     if isinstance(start, int) and start < 0:
@@ -142,7 +152,7 @@ def _clamp_start(start, size) -> IntLike:
 @register_lowering(aten.slice.Tensor)
 def slice_(ctx, x, dim=0, start=None, end=None, step=1):
     dim = norm_dim(dim, x.type.rank)
-    start = _clamp_start(start, x.type.shape[dim])
+    start = clamp_start(start, x.type.shape[dim])
     return _view(ctx, x, _slice_index(x, dim, start, step))
 
 

@@ -1,0 +1,260 @@
+"""Average pooling over the last 2 or 3 dims, as Inductor lowers it: each output element sums
+its window, the taps unrolled in one pointwise body when the window is small (Inductor's bound,
+25) and a reduction over the window otherwise; out-of-bounds taps are masked loads of 0.
+Max pooling and adaptive pooling decompose (passes/to_aten.py) to ops lowered elsewhere."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sympy
+import torch
+from mind.ir import dtypes as dt
+from mind.ir.symbols import IntLike
+
+from . import Unsupported, register_lowering
+from .masked import masked_load
+
+aten = torch.ops.aten
+
+#: the most taps one pointwise body unrolls (Inductor's bound for avg_pool2d)
+UNROLL_LIMIT = 25
+
+
+@dataclass(frozen=True)
+class Window:
+    """Pooling over the last `len(kernel)` dims of an input of `sizes`."""
+
+    sizes: Sequence[IntLike]
+    kernel: Sequence[int]
+    stride: Sequence[int]
+    padding: Sequence[int]
+
+    @property
+    def spatial(self) -> Sequence[IntLike]:
+        return self.sizes[-len(self.kernel) :]
+
+    def starts(self, out_idx: Sequence[IntLike]) -> list[IntLike]:
+        """Each window's first input position (before padding is cut off), per pooled dim."""
+        pooled = out_idx[-len(self.kernel) :]
+        return [o * s - p for o, s, p in zip(pooled, self.stride, self.padding)]
+
+    def tap(self, b, x, out_idx: Sequence[IntLike], offsets: Sequence[IntLike], out_sizes):
+        """x at the window of `out_idx` shifted by `offsets`, 0 where that lies in the padding."""
+        batch = list(out_idx[: -len(self.kernel)])
+        positions = [s + k for s, k in zip(self.starts(out_idx), offsets)]
+        mask = None
+        for d, pos in enumerate(positions):
+            for cond in self._bounds(b, d, pos, out_sizes[-len(self.kernel) + d]):
+                mask = cond if mask is None else b.logical_and(mask, cond)
+        return masked_load(b, x, [*batch, *positions], mask)
+
+    def _bounds(self, b, d: int, pos: IntLike, out_size: IntLike) -> list:
+        """The checks `0 <= pos < size` that some output's window needs along dim d."""
+        size, k, s, p = self.spatial[d], self.kernel[d], self.stride[d], self.padding[d]
+        conds = []
+        if p > 0:
+            conds.append(b.ge(b.index(pos), b.constant(0, dt.i64)))
+        last = (out_size - 1) * s - p + k  # one past the last window's end
+        if not (isinstance(last, int) and isinstance(size, int) and last <= size):
+            conds.append(b.lt(b.index(pos), b.constant(size, dt.i64)))
+        return conds
+
+    def divisor(self, b, out_idx, out_sizes, count_include_pad: bool):
+        """What each window's sum is divided by: torch's `pool_size`, the window cut at the
+        padded input's end, or with `count_include_pad` off, at the input's own ends. A number
+        where every window has the same, else an i64 body value (dims whose windows all count
+        `k` join as that number)."""
+        fixed, count = 1, None
+        for d, start in enumerate(self.starts(out_idx)):
+            size, k, p = self.spatial[d], self.kernel[d], self.padding[d]
+            if self._whole(d, out_sizes[-len(self.kernel) + d], count_include_pad):
+                fixed *= k
+                continue
+            lo = b.index(start)
+            hi = b.minimum(b.add(lo, b.constant(k, dt.i64)), b.constant(size + p, dt.i64))
+            if not count_include_pad:
+                lo = b.maximum(lo, b.constant(0, dt.i64))
+                hi = b.minimum(hi, b.constant(size, dt.i64))
+            n = b.sub(hi, lo)
+            count = n if count is None else b.mul(count, n)
+        if count is None:
+            return fixed
+        return count if fixed == 1 else b.mul(count, b.constant(fixed, dt.i64))
+
+    def _whole(self, d: int, out_size: IntLike, count_include_pad: bool) -> bool:
+        """Every window along dim d counts `k`: none runs past the padded input (a ceil-mode
+        output's last may), and padding counts or there is none."""
+        size, k, s, p = self.spatial[d], self.kernel[d], self.stride[d], self.padding[d]
+        last = (out_size - 1) * s - p + k
+        fits = isinstance(last, int) and isinstance(size, int) and last <= size + p
+        return fits and (p == 0 or count_include_pad)
+
+
+def _expand(value, n: int, default=None) -> list[int]:
+    """A pooling argument as one int per pooled dim (torch accepts one int for all)."""
+    if isinstance(value, int):
+        return [value] * n
+    value = list(value) or default
+    return value * n if len(value) == 1 else value
+
+
+def avg_pool(ctx, x, n, kernel_size, stride=(), padding=0, ceil_mode=False,
+             count_include_pad=True, divisor_override=None):  # fmt: skip
+    out = ctx.out
+    kernel = _expand(kernel_size, n)
+    window = Window(x.type.shape, kernel, _expand(stride, n, kernel), _expand(padding, n))
+    compute = dt.upcast(out.dtype)
+
+    def divide(b, total, idx):
+        div = divisor_override or window.divisor(b, idx, out.shape, count_include_pad)
+        div = b.constant(div, compute) if isinstance(div, int) else b.cast(div, compute)
+        return b.truediv(total, div)
+
+    if math.prod(kernel) <= UNROLL_LIMIT:
+
+        def body(b, idx):
+            taps = [
+                b.cast(window.tap(b, x, idx, offsets, out.shape), compute)
+                for offsets in itertools.product(*map(range, kernel))
+            ]
+            total = taps[0]
+            for t in taps[1:]:
+                total = b.add(total, t)
+            return divide(b, total, idx)
+
+        return ctx.pointwise(out.dtype, out.shape, body)
+
+    def tap(b, idx, ridx):
+        return b.cast(window.tap(b, x, idx, list(ridx), out.shape), compute)
+
+    total = ctx.reduction(compute, out.shape, kernel, "sum", tap)
+    return ctx.pointwise(out.dtype, out.shape, lambda b, idx: divide(b, b.load(total, idx), idx))
+
+
+@register_lowering(aten.avg_pool2d)
+def avg_pool2d(ctx, x, *args, **kwargs):
+    return avg_pool(ctx, x, 2, *args, **kwargs)
+
+
+@register_lowering(aten.avg_pool3d)
+def avg_pool3d(ctx, x, *args, **kwargs):
+    return avg_pool(ctx, x, 3, *args, **kwargs)
+
+
+def avg_pool_backward(ctx, grad, x, n, kernel_size, stride, padding, ceil_mode,
+                      count_include_pad, divisor_override=None):  # fmt: skip
+    """Each input position gathers `grad / divisor` from the windows that cover it, as
+    Inductor's lowering does: along a dim at most ceil(k / s) of them, from the first output
+    whose window ends past the position; taps beyond the output or the window are masked."""
+    out = ctx.out
+    kernel = _expand(kernel_size, n)
+    window = Window(x.type.shape, kernel, _expand(stride, n, kernel), _expand(padding, n))
+    reach = [-(-k // s) for k, s in zip(kernel, window.stride)]
+    if math.prod(reach) > UNROLL_LIMIT:
+        raise Unsupported("avg_pool backward over more windows than Inductor unrolls")
+    compute = dt.upcast(out.dtype)
+    pooled = grad.type.shape[-n:]
+
+    def covering(b, pos, js):
+        """The output positions of taps `js` over input `pos`, and where they cover it."""
+        outs, mask = [], None
+        for h, j, m, k, s, p, size in zip(
+            pos, js, reach, kernel, window.stride, window.padding, pooled
+        ):
+            o = sympy.floor((h + p - k + s * m) / s) + 1 - m + j  # a non-negative numerator
+            outs.append(o)
+            conds = [b.lt(b.index(o), b.constant(size, dt.i64))]
+            if j > 0 or s > k:  # the window may start past pos
+                conds.append(b.ge(b.index(h + p - o * s), b.constant(0, dt.i64)))
+            if m > 1:  # the first may lie before the output's start
+                conds.append(b.ge(b.index(o), b.constant(0, dt.i64)))
+            for cond in conds:
+                mask = cond if mask is None else b.logical_and(mask, cond)
+        return outs, mask
+
+    def body(b, idx):
+        batch, total = list(idx[:-n]), None
+        for js in itertools.product(*map(range, reach)):
+            outs, mask = covering(b, idx[-n:], js)
+            g = b.cast(masked_load(b, grad, [*batch, *outs], mask), compute)
+            div = divisor_override or window.divisor(
+                b, [*batch, *outs], grad.type.shape, count_include_pad
+            )
+            div = b.constant(div, compute) if isinstance(div, int) else b.cast(div, compute)
+            if mask is not None:  # a masked tap's divisor may be 0
+                div = b.where(mask, div, b.constant(1.0, compute))
+            term = b.truediv(g, div)
+            total = term if total is None else b.add(total, term)
+        return total
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+@register_lowering(aten.avg_pool2d_backward)
+def avg_pool2d_backward(ctx, grad, x, *args, **kwargs):
+    return avg_pool_backward(ctx, grad, x, 2, *args, **kwargs)
+
+
+@register_lowering(aten.avg_pool3d_backward)
+def avg_pool3d_backward(ctx, grad, x, *args, **kwargs):
+    return avg_pool_backward(ctx, grad, x, 3, *args, **kwargs)
+
+
+def adaptive_max_pool(ctx, x, output_size):
+    """The general case (torch's rule takes even and global ones), as Inductor lowers it: the
+    largest window's taps unrolled, each masked past its own window's end, the values and the
+    flat positions of their maxima as two pointwise nodes. NaN wins, as in eager."""
+    values, indices = ctx.outs
+    n = len(output_size)
+    sizes = x.type.shape[-n:]
+    if not all(isinstance(s, int) for s in sizes) or not values.dtype.is_floating_point:
+        raise Unsupported("adaptive max pooling over symbolic sizes or integers")
+    reach = [-(-(i + o - 1) // o) for i, o in zip(sizes, output_size)]
+    if math.prod(reach) > UNROLL_LIMIT:
+        raise Unsupported("adaptive max pooling over more taps than Inductor unrolls")
+    compute = dt.upcast(values.dtype)
+    strides = [math.prod(sizes[d + 1 :]) for d in range(n)]
+
+    def best(b, idx):
+        batch, pooled = list(idx[:-n]), idx[-n:]
+        starts = [sympy.floor(o * i / m) for o, i, m in zip(pooled, sizes, output_size)]
+        ends = [
+            sympy.floor(((o + 1) * i + m - 1) / m) for o, i, m in zip(pooled, sizes, output_size)
+        ]
+        value = position = None
+        for js in itertools.product(*map(range, reach)):
+            pos = [s + j for s, j in zip(starts, js)]
+            mask = None
+            for p, e, j in zip(pos, ends, js):
+                if j > 0:
+                    cond = b.lt(b.index(p), b.index(e))
+                    mask = cond if mask is None else b.logical_and(mask, cond)
+            v = (
+                b.load(x, [*batch, *pos], mask=mask, other=float("-inf"))
+                if mask
+                else b.load(x, [*batch, *pos])
+            )
+            v = b.cast(v, compute)
+            flat = b.index(sum((p * s for p, s in zip(pos, strides)), sympy.Integer(0)))
+            if value is None:
+                value, position = v, flat
+                continue
+            pick = b.logical_or(b.gt(v, value), b.isnan(v))
+            if mask is not None:
+                pick = b.logical_and(mask, pick)
+            value, position = b.where(pick, v, value), b.where(pick, flat, position)
+        return value, position
+
+    return (
+        ctx.pointwise(values.dtype, values.shape, lambda b, idx: best(b, idx)[0]),
+        ctx.pointwise(indices.dtype, indices.shape, lambda b, idx: best(b, idx)[1]),
+    )
+
+
+@register_lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
+def adaptive_max_pool_nd(ctx, x, output_size):
+    return adaptive_max_pool(ctx, x, output_size)

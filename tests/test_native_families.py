@@ -1,0 +1,230 @@
+"""Op families Inductor generates kernels for, that mind ran as ATen calls before: activations
+and pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals), pooling (max,
+average, adaptive), and indexing or creation (flip, rot90, repeat, tril_indices). Each runs
+through mind's own kernels, with no fallback, against eager: several shapes (odd sizes,
+strided inputs), dtypes (f32, bf16, ints)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from programs import no_fallback
+
+pytestmark = pytest.mark.usefixtures("isolated_runtime")
+
+
+def compiled(fn, *args, tmp_path, monkeypatch):
+    """`fn(*args)` compiled by mind (no fallback allowed) and the source of every module it
+    generated."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    with no_fallback():
+        out = torch.compile(fn, backend="mind")(*args)
+    return out, "\n".join(p.read_text() for p in sorted(tmp_path.glob("*.py")))
+
+
+def _randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+def _strided(*shape):
+    """A non-contiguous input: every other column of a wider tensor."""
+    return torch.randn(*shape[:-1], 2 * shape[-1])[..., ::2]
+
+
+def _ints(*shape, dtype=torch.int64):
+    return torch.randint(-50, 50, shape, dtype=dtype)
+
+
+def _nonzero_ints(*shape):
+    return torch.randint(1, 40, shape) * torch.where(torch.rand(shape) < 0.5, -1, 1)
+
+
+#: name -> (fn, inputs); every case must run in mind's own kernels only
+CASES = {
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.1), lambda: (_randn(7, 13),)),
+    "leaky_relu_bf16": (F.leaky_relu, lambda: (_randn(5, 9, dtype=torch.bfloat16),)),
+    "elu": (lambda x: F.elu(x, alpha=0.7), lambda: (_strided(6, 11),)),
+    "selu": (F.selu, lambda: (_randn(3, 5, 7),)),
+    "celu_bf16": (lambda x: F.celu(x, 1.5), lambda: (_randn(17, dtype=torch.bfloat16),)),
+    "fmax_nan": (
+        torch.fmax,
+        lambda: (
+            torch.tensor([1.0, float("nan"), 3.0, float("nan")]),
+            torch.tensor([2.0, 0.0, float("nan"), float("nan")]),
+        ),
+    ),
+    "fmin_broadcast": (torch.fmin, lambda: (_randn(4, 1), _randn(1, 9))),
+    "round_decimals": (lambda x: torch.round(x * 100, decimals=2), lambda: (_randn(9, 7),)),
+    "round_neg_decimals": (lambda x: torch.round(x * 1e4, decimals=-3), lambda: (_randn(31),)),
+    "flip": (lambda x: torch.flip(x, (0, 2)), lambda: (_randn(3, 4, 5),)),
+    "flip_int_strided": (lambda x: x.flip(-1), lambda: (_ints(6, 10)[:, ::3],)),
+    "fliplr_bf16": (torch.fliplr, lambda: (_randn(5, 7, dtype=torch.bfloat16),)),
+    "rot90": (lambda x: torch.rot90(x, 1, (0, 1)), lambda: (_randn(5, 3),)),
+    "rot90_twice": (
+        lambda x: torch.rot90(x, 2, (1, 2)),
+        lambda: (_ints(2, 3, 4, dtype=torch.int32),),
+    ),
+    "repeat": (lambda x: x.repeat(2, 1, 3), lambda: (_randn(3, 5),)),
+    "tile_int": (lambda x: torch.tile(x, (3, 2)), lambda: (_ints(4, 3),)),
+    "pad_circular": (
+        lambda x: F.pad(x, (1, 2, 2, 0), mode="circular"),
+        lambda: (_randn(2, 3, 4, 5),),
+    ),
+    "slice_scatter_int": (
+        lambda x, y: torch.slice_scatter(x, y, 1, 1, 7, 2),
+        lambda: (_ints(4, 9), _ints(4, 3)),
+    ),
+    "slice_scatter_negative_start": (
+        lambda x, y: torch.slice_scatter(x, y, 0, -5, None, 2),
+        lambda: (_strided(7, 3), _randn(3, 3)),
+    ),
+    "diagonal_scatter": (
+        lambda x, y: torch.diagonal_scatter(x, y, 1, 0, 2),
+        lambda: (_randn(4, 3, 6), _randn(3, 4)),
+    ),
+    "diagonal_scatter_below_int": (
+        lambda x, y: torch.diagonal_scatter(x, y, -2),
+        lambda: (_ints(6, 5), _ints(4)),
+    ),
+    "ldexp": (torch.ldexp, lambda: (_randn(5, 6), torch.randint(-4, 5, (5, 6)))),
+    "angle": (torch.angle, lambda: (torch.tensor([-2.0, 0.0, 3.0, float("nan"), -0.0]),)),
+    "dist": (lambda x, y: torch.dist(x, y, 3), lambda: (_randn(4, 7), _randn(4, 7))),
+    "permute_copy": (lambda x: torch.permute_copy(x, (2, 0, 1)), lambda: (_strided(3, 4, 5),)),
+    "narrow_copy": (lambda x: torch.narrow_copy(x, 1, 2, 3), lambda: (_ints(4, 7),)),
+    "grid_sample": (
+        lambda x, g: F.grid_sample(x, g, align_corners=False),
+        lambda: (_randn(2, 3, 6, 7), torch.rand(2, 4, 5, 2) * 2.2 - 1.1),
+    ),
+    "index_reduce_mean": (
+        lambda x, i, s: x.index_reduce(0, i, s, "mean"),
+        lambda: (_randn(5, 3), torch.tensor([0, 4, 2, 0, 4, 4]), _randn(6, 3)),
+    ),
+    "index_add_of_a_constant": (  # an atomic add of a broadcast value, interpreted
+        lambda x, i: torch.ones_like(x).index_add(0, i, torch.ones(6, 3)),
+        lambda: (_randn(5, 3), torch.tensor([0, 4, 2, 0, 4, 4])),
+    ),
+    "put_accumulate": (
+        lambda x, i, v: x.put(i, v, accumulate=True),
+        lambda: (_randn(3, 4), torch.tensor([0, 11, 5, 11]), _randn(4)),
+    ),
+    "roll": (lambda x: torch.roll(x, (2, -1), (0, 2)), lambda: (_randn(5, 3, 7),)),
+    "roll_flat_int": (lambda x: torch.roll(x, 3), lambda: (_ints(4, 5),)),
+    "linspace": (lambda: torch.linspace(-2.0, 3.0, 13), lambda: ()),
+    "logspace": (lambda: torch.logspace(-1.0, 2.0, 9, base=3.0), lambda: ()),
+    "eye": (lambda: torch.eye(5, 7, dtype=torch.int32), lambda: ()),
+    "tril_indices": (lambda: torch.tril_indices(7, 5, -1), lambda: ()),
+    "triu_indices": (lambda: torch.triu_indices(4, 6, 2), lambda: ()),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), lambda: (_randn(2, 3, 9, 11),)),
+    "max_pool2d_ceil_dilated": (
+        lambda x: F.max_pool2d(x, 2, 2, 0, dilation=2, ceil_mode=True),
+        lambda: (_randn(1, 2, 10, 7),),
+    ),
+    "max_pool2d_indices_bf16": (
+        lambda x: F.max_pool2d(x, (2, 3), return_indices=True),
+        lambda: (_randn(2, 8, 9, dtype=torch.bfloat16),),
+    ),
+    "max_with_index_bf16": (
+        lambda x: torch.max(x, -1),
+        lambda: (_randn(4, 6, dtype=torch.bfloat16),),
+    ),
+    "max_pool1d": (lambda x: F.max_pool1d(x, 4, 3, 2), lambda: (_strided(2, 3, 13),)),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2, 2, 1), lambda: (_randn(1, 2, 5, 6, 7),)),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), lambda: (_randn(2, 3, 9, 11),)),
+    "avg_pool2d_no_pad_count": (
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+        lambda: (_randn(2, 3, 9, 10),),
+    ),
+    "avg_pool2d_divisor_bf16": (
+        lambda x: F.avg_pool2d(x, (2, 3), (1, 2), divisor_override=5),
+        lambda: (_randn(3, 8, 8, dtype=torch.bfloat16),),
+    ),
+    "avg_pool2d_big_window": (
+        lambda x: F.avg_pool2d(x, 7, 3, 2, ceil_mode=True, count_include_pad=False),
+        lambda: (_randn(2, 3, 17, 17),),
+    ),
+    "avg_pool1d_strided": (lambda x: F.avg_pool1d(x, 3, 2, 1), lambda: (_strided(2, 3, 10),)),
+    "avg_pool3d": (
+        lambda x: F.avg_pool3d(x, 3, 2, 1, count_include_pad=False),
+        lambda: (_randn(1, 2, 7, 6, 7),),
+    ),
+    "adaptive_avg_pool2d": (
+        lambda x: F.adaptive_avg_pool2d(x, (3, 5)),
+        lambda: (_randn(2, 3, 8, 11),),
+    ),
+    "adaptive_avg_pool2d_even": (lambda x: F.adaptive_avg_pool2d(x, 2), lambda: (_randn(2, 6, 8),)),
+    "adaptive_max_pool2d_nan": (
+        lambda x: F.adaptive_max_pool2d(x, (3, 5), return_indices=True),
+        lambda: (
+            torch.where(torch.rand(2, 3, 8, 11) < 0.05, float("nan"), torch.randn(2, 3, 8, 11)),
+        ),
+    ),
+    "adaptive_max_pool1d_bf16": (
+        lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True),
+        lambda: (_randn(2, 3, 10, dtype=torch.bfloat16),),
+    ),
+    "adaptive_max_pool3d": (
+        lambda x: F.adaptive_max_pool3d(x, (2, 3, 4), return_indices=True),
+        lambda: (_randn(1, 2, 3, 5, 6),),
+    ),
+    "adaptive_max_pool3d_global": (
+        lambda x: F.adaptive_max_pool3d(x, 1, return_indices=True),
+        lambda: (_randn(2, 3, 4, 5, 3),),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_matches_eager_in_own_kernels(name, tmp_path, monkeypatch):
+    fn, make = CASES[name]
+    args = make()
+    want = fn(*args)
+    got, source = compiled(fn, *args, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert "@triton.jit" in source
+    assert "torch.ops.aten" not in source  # no ATen call: every op ran in mind's kernels
+
+
+def test_lcm_keeps_gcd_in_aten_as_inductor(tmp_path, monkeypatch):
+    """Inductor's lcm is a kernel around ATen's gcd, which it keeps as a fallback: mind too."""
+    a, b = _nonzero_ints(5, 4), _nonzero_ints(5, 4)
+    got, source = compiled(torch.lcm, a, b, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    torch.testing.assert_close(got, torch.lcm(a, b))
+    assert "@triton.jit" in source and "aten.gcd" in source
+
+
+#: name -> (fn, input shape); the backward runs in mind's own kernels too (max pooling's as a
+#: scatter_add of the gradient at the forward's indices, average pooling's as a gather over the
+#: windows that cover each input position)
+BACKWARD = {
+    "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), (2, 3, 9, 11)),
+    "max_pool2d_overlap_ceil": (lambda x: F.max_pool2d(x, 3, 1, ceil_mode=True), (1, 2, 7, 8)),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (2, 3, 9, 11)),
+    "avg_pool2d_ceil_no_pad_count": (
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+        (2, 3, 9, 10),
+    ),
+    "avg_pool2d_stride_past_kernel": (lambda x: F.avg_pool2d(x, 2, 3, 1, True), (2, 10, 13)),
+    "avg_pool2d_divisor": (
+        lambda x: F.avg_pool2d(x, (2, 3), (1, 2), divisor_override=5),
+        (3, 8, 8),
+    ),
+    "avg_pool1d": (lambda x: F.avg_pool1d(x, 3, 2, 1), (2, 3, 10)),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 3, 2, 1, count_include_pad=False), (1, 2, 7, 6, 7)),
+}
+
+
+@pytest.mark.parametrize("name", BACKWARD)
+def test_backward_in_own_kernels(name, tmp_path, monkeypatch):
+    fn, shape = BACKWARD[name]
+    x = torch.randn(shape, requires_grad=True)
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    with no_fallback():
+        y = torch.compile(fn, backend="mind")(x)
+        grad = torch.randn_like(y)
+        y.backward(grad)
+    got, x.grad = x.grad, None
+    fn(x).backward(grad)
+    torch.testing.assert_close(got, x.grad)
+    backward = "\n".join(p.read_text() for p in tmp_path.glob("*backward*.py"))
+    assert "@triton.jit" in backward and "torch.ops.aten" not in backward
