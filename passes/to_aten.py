@@ -55,9 +55,12 @@ _EXTRA_DECOMPOSITIONS = (
     "as_strided_copy",
     "ldexp",
     "dist",
+    "im2col",
+    "col2im",
 )
-#: ops whose rule is Inductor's own (`torch._inductor.decomposition`): torch's reference for
-#: them ends in prims (`prims.fmax`, `prims.round`) that neither compiler lowers
+#: ops whose rule is Inductor's own table entry (`torch._inductor.decomposition`), as Inductor
+#: chooses: torch's reference for some ends in prims neither compiler lowers (`prims.fmax`,
+#: `prims.round`), others have no rule outside Inductor's table (`put`, `angle`)
 _INDUCTOR_RULES = (
     "fmax",
     "fmin",

@@ -128,10 +128,11 @@ def emit(module: Module) -> str:
     parts += [
         emit_kernel(op, names.scope(), host.unspecialized.get(op.symbol, [])) for op in kernels
     ]
+    # the wrappers first: a device they name (an extern's `device=cpu`) becomes a host line
+    calls = [emit_wrapper(op, host) for op in wrappers]
     if host.lines:
         parts.append("\n".join(host.lines) + "\n")
-    parts += [emit_wrapper(op, host) for op in wrappers]
-    return "\n\n".join(parts)
+    return "\n\n".join(parts + calls)
 
 
 def _check_function_name(op: Operation) -> None:

@@ -1,8 +1,9 @@
 """Op families Inductor generates kernels for, that mind ran as ATen calls before: activations
-and pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals), pooling (max,
-average, adaptive), and indexing or creation (flip, rot90, repeat, tril_indices). Each runs
-through mind's own kernels, with no fallback, against eager: several shapes (odd sizes,
-strided inputs), dtypes (f32, bf16, ints)."""
+and pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle),
+pooling (max, average, adaptive; average and max backward), indexing and creation (flip, rot90,
+roll, repeat, tril_indices, linspace, eye), scatters into slices and diagonals, copies, unfold
+and fold, grid_sample. Each runs through mind's own kernels, with no fallback, against eager:
+several shapes (odd sizes, strided inputs), dtypes (f32, bf16, ints)."""
 
 from __future__ import annotations
 
@@ -113,6 +114,14 @@ CASES = {
     "linspace": (lambda: torch.linspace(-2.0, 3.0, 13), lambda: ()),
     "logspace": (lambda: torch.logspace(-1.0, 2.0, 9, base=3.0), lambda: ()),
     "eye": (lambda: torch.eye(5, 7, dtype=torch.int32), lambda: ()),
+    "unfold_im2col": (
+        lambda x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+        lambda: (_randn(2, 3, 7, 8),),
+    ),
+    "fold_col2im": (
+        lambda y: F.fold(y, (5, 6), (2, 2), stride=(1, 2)),
+        lambda: (_randn(2, 12, 12),),
+    ),
     "tril_indices": (lambda: torch.tril_indices(7, 5, -1), lambda: ()),
     "triu_indices": (lambda: torch.triu_indices(4, 6, 2), lambda: ()),
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), lambda: (_randn(2, 3, 9, 11),)),
@@ -228,3 +237,13 @@ def test_backward_in_own_kernels(name, tmp_path, monkeypatch):
     torch.testing.assert_close(got, x.grad)
     backward = "\n".join(p.read_text() for p in tmp_path.glob("*backward*.py"))
     assert "@triton.jit" in backward and "torch.ops.aten" not in backward
+
+
+def test_extern_naming_a_device_compiles(tmp_path, monkeypatch):
+    """A graph whose only op is an ATen call with `device=cpu` (no kernel binds the device
+    first): the wrapper's device name is defined (it was a NameError, and a fallback)."""
+    got, source = compiled(
+        lambda: torch.empty_permuted((3, 4), (1, 0)), tmp_path=tmp_path, monkeypatch=monkeypatch
+    )
+    assert got.shape == (3, 4) and got.stride() == (1, 3)
+    assert "cpu = torch.device('cpu')" in source

@@ -1,7 +1,9 @@
-"""Average pooling over the last 2 or 3 dims, as Inductor lowers it: each output element sums
-its window, the taps unrolled in one pointwise body when the window is small (Inductor's bound,
-25) and a reduction over the window otherwise; out-of-bounds taps are masked loads of 0.
-Max pooling and adaptive pooling decompose (passes/to_aten.py) to ops lowered elsewhere."""
+"""Pooling over the last 1 to 3 dims, as Inductor lowers it. Average pooling sums each
+window, its taps unrolled in one pointwise body when the window is small (Inductor's bound, 25)
+and a reduction over the window otherwise, out-of-bounds taps masked loads of 0; its backward
+gathers from the windows that cover each input position. Adaptive max pooling (the general
+case) unrolls the largest window. Max pooling, its backward and the even or global adaptive
+cases decompose (passes/to_aten.py) to gathers, reductions and scatters lowered elsewhere."""
 
 from __future__ import annotations
 
@@ -204,6 +206,7 @@ def avg_pool3d_backward(ctx, grad, x, *args, **kwargs):
     return avg_pool_backward(ctx, grad, x, 3, *args, **kwargs)
 
 
+@register_lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
 def adaptive_max_pool(ctx, x, output_size):
     """The general case (torch's rule takes even and global ones), as Inductor lowers it: the
     largest window's taps unrolled, each masked past its own window's end, the values and the
@@ -253,8 +256,3 @@ def adaptive_max_pool(ctx, x, output_size):
         ctx.pointwise(values.dtype, values.shape, lambda b, idx: best(b, idx)[0]),
         ctx.pointwise(indices.dtype, indices.shape, lambda b, idx: best(b, idx)[1]),
     )
-
-
-@register_lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
-def adaptive_max_pool_nd(ctx, x, output_size):
-    return adaptive_max_pool(ctx, x, output_size)
