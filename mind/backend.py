@@ -241,9 +241,9 @@ _UNRECORDABLE_TAGS = ("data_dependent_output", "dynamic_output_shape", "cudagrap
 
 
 def _unrecordable(graph: Operation) -> str | None:
-    """Why the graph cannot be recorded: a CPU tensor of one element or more dims (0-d ones are
-    read by value, and recordings are keyed by their values; meta tensors, such as the philox
-    seed a fused attention declares, hold no memory), a host sync, a data-dependent shape."""
+    """Why the graph cannot be recorded: a CPU tensor with dims (0-d ones are read by value, and
+    recordings are keyed by their values; meta tensors, such as the philox seed a fused attention
+    declares, hold no memory), a host sync, a data-dependent shape."""
     tags = {getattr(torch.Tag, t) for t in _UNRECORDABLE_TAGS if hasattr(torch.Tag, t)}
     for op in graph.walk():
         for value in [*op.results, *(op.body.args if op.regions else [])]:

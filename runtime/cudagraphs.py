@@ -20,10 +20,9 @@ if there are fewer than `max_recordings`. Holding the outputs of several calls a
 costs the memory of several recordings, and holding more than `max_recordings` at once runs that
 call without CUDA graphs. An output that is an input (or a view of one) is that input.
 
-What cannot be recorded runs as compiled, without CUDA graphs: CPU tensors of one element or
-more dims, host syncs and
-data-dependent shapes (refused before recording, or by a failed capture), and input shapes past
-`max_shapes`.
+What cannot be recorded runs as compiled, without CUDA graphs: CPU tensors with dims, host
+syncs and data-dependent shapes (refused before recording, or by a failed capture), and input
+shapes past `max_shapes`.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ lacks, and the f16/bf16 tile product (which Triton's interpreter gets wrong for 
 Triton fixes compiled-or-interpreted when `@triton.jit` decorates (triton 3.6 reads
 TRITON_INTERPRET then), and libdevice cannot run in the interpreter. So this file is loaded once
 per mode (`for_current_mode()`, which generated code calls at import): the compiled copy maps the
-math to libdevice, the interpreted copy builds it from `tl` primitives. atan, asin, acos, atan2
-and lgamma have no such form and need a GPU.
+math to libdevice, the interpreted copy builds it from `tl` primitives (atan, atan2, asin,
+acos and lgamma as rational and Lanczos approximations, evaluated in f64).
 """
 
 from __future__ import annotations
@@ -100,7 +100,14 @@ def isfinite(x):
 
 @triton.jit
 def signbit(x):
-    return (x < 0) | ((x == 0) & (1 / x < 0))
+    """The sign bit, -0.0 and -NaN included: read from the bits (no 1 / x, which the
+    interpreter would warn of at zero)."""
+    if x.dtype.is_floating():
+        bits_type: tl.constexpr = tl.core.get_int_dtype(
+            bitwidth=x.dtype.primitive_bitwidth, signed=True
+        )
+        return x.to(bits_type, bitcast=True) < 0
+    return x < 0
 
 
 @triton.jit
@@ -352,6 +359,125 @@ if INTERPRET:
         negative = tl.where(b == tl.floor(b), tl.where(odd, -magnitude, magnitude), float("nan"))
         return tl.where(a < 0, negative, magnitude)
 
+    # The inverse circular functions and lgamma are evaluated in f64 whatever the input (numpy
+    # runs f64 as fast as f32): an f32 result is then rounded once from a value good to about
+    # 1e-15. Unselected lanes of a `tl.where` get harmless arguments, so that numpy warns of
+    # no division by zero or invalid value for inputs torch answers silently.
+    @triton.jit
+    def _atan_reduced(a):
+        """atan of a >= 0 (or NaN) in f64, Cephes' scheme: above tan(3pi/8) as pi/2 - atan(1/a),
+        above 0.66 as pi/4 + atan((a-1)/(a+1)), then r + r^3 P(r^2)/Q(r^2); the rounding of
+        pi/2 and pi/4 to f64 added back (MOREBITS)."""
+        big = a > 2.41421356237309504880
+        mid = (a > 0.66) & ~big
+        r = tl.where(big, -1.0, tl.where(mid, a - 1.0, a)) / tl.where(
+            big, a, tl.where(mid, a + 1.0, 1.0)
+        )
+        z = r * r
+        p = (
+            (((-8.750608600031904122785e-1 * z - 1.615753718733365076637e1) * z
+              - 7.500855792314704667340e1) * z - 1.228866684490136173410e2) * z
+            - 6.485021904942025371773e1
+        )  # fmt: skip
+        q = (
+            ((((z + 2.485846490142306297962e1) * z + 1.650270098316988542046e2) * z
+              + 4.328810604912902668951e2) * z + 4.853903996359136964868e2) * z
+            + 1.945506571482613964425e2
+        )  # fmt: skip
+        zero = tl.zeros_like(a)  # (a where of two Python floats would be f32)
+        more_bits = 6.123233995736765886130e-17
+        offset = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, zero))
+        low = tl.where(big, more_bits, tl.where(mid, 0.5 * more_bits, zero))
+        return offset + (r + r * z * p / q + low)
+
+    @triton.jit
+    def atan(x):
+        """Odd: atan(-x) = -atan(x); a zero gives itself (its sign kept), +-inf gives +-pi/2."""
+        x64 = x.to(tl.float64)
+        y = _atan_reduced(tl.abs(x64))
+        return tl.where(x64 == 0, x64, tl.where(x64 < 0, -y, y)).to(x.dtype)
+
+    @triton.jit
+    def _atan2(a, b):
+        """atan2 in f64, C's quadrants: atan(min/max) of the magnitudes, pi/2 minus it when
+        |a| > |b|, pi minus that when b's sign bit is set, a's sign. Both zero: 0 (then pi or
+        0, signed); both infinite: pi/4 (then 3pi/4 or pi/4, signed); NaN: NaN."""
+        ya = tl.abs(a)
+        xb = tl.abs(b)
+        hi = tl.maximum(ya, xb)
+        lo = tl.minimum(ya, xb)
+        both_inf = lo == float("inf")
+        t = _atan_reduced(tl.where(both_inf, 1.0, lo) / tl.where(both_inf | (hi == 0), 1.0, hi))
+        t = tl.where(ya > xb, 1.5707963267948966 - t, t)
+        t = tl.where(signbit(b), 3.141592653589793 - t, t)
+        t = tl.where((a != a) | (b != b), float("nan"), t)  # (tl.maximum may drop a NaN)
+        return tl.where(signbit(a), -t, t)
+
+    @triton.jit
+    def atan2(a, b):
+        return _atan2(a.to(tl.float64), b.to(tl.float64)).to(a.dtype)
+
+    @triton.jit
+    def asin(x):
+        """atan2(x, sqrt((1-x)(1+x))): exact steps near +-1, where 1 - x^2 would cancel."""
+        x64 = x.to(tl.float64)
+        inside = tl.abs(x64) <= 1.0
+        x64 = tl.where(inside, x64, 0.0)
+        y = _atan2(x64, tl.sqrt((1.0 - x64) * (1.0 + x64)))
+        return tl.where(inside, y, float("nan")).to(x.dtype)
+
+    @triton.jit
+    def acos(x):
+        """2 atan2(sqrt(1-x), sqrt(1+x)): the half angle, accurate near +-1 (pi near -1)."""
+        x64 = x.to(tl.float64)
+        inside = tl.abs(x64) <= 1.0
+        x64 = tl.where(inside, x64, 0.0)
+        y = 2.0 * _atan2(tl.sqrt(1.0 - x64), tl.sqrt(1.0 + x64))
+        return tl.where(inside, y, float("nan")).to(x.dtype)
+
+    @triton.jit
+    def _lgamma_lanczos(y):
+        """lgamma(y) for y >= 0.5 in f64, Lanczos' approximation (g = 7, 9 terms, Godfrey's
+        coefficients, relative error about 1e-15): with t = y + g - 1/2,
+        lgamma(y) = (y - 1/2)(log t - 1) - g + log(sqrt(2 pi) A(y)); written so that
+        (y - 1/2) log t - t does not overflow before the result does."""
+        a = (
+            0.99999999999980993
+            + 676.5203681218851 / y
+            - 1259.1392167224028 / (y + 1.0)
+            + 771.32342877765313 / (y + 2.0)
+            - 176.61502916214059 / (y + 3.0)
+            + 12.507343278686905 / (y + 4.0)
+            - 0.13857109526572012 / (y + 5.0)
+            + 9.9843695780195716e-6 / (y + 6.0)
+            + 1.5056327351493116e-7 / (y + 7.0)
+        )
+        t = y + 6.5
+        return (y - 0.5) * (tl.log(t) - 1.0) + (tl.log(a) + (0.9189385332046728 - 7.0))
+
+    @triton.jit
+    def lgamma(x):
+        """log|gamma(x)|, as torch: +inf at 0, at negative integers and at +-inf; NaN gives NaN.
+        Lanczos from 1/2; lgamma(x + 1) - log|x| on (-1/2, 1/2) (accurate near 0, where pi x
+        would lose a denormal's digits); below, the reflection log(pi / |sin(pi x)|) -
+        lgamma(1 - x), sin(pi x) taken at the distance of x from the nearest integer."""
+        x64 = x.to(tl.float64)
+        pole = (x64 <= 0) & (x64 == tl.floor(x64))
+        x64 = tl.where(pole, 1.0, x64)
+        reflect = x64 <= -0.5
+        near_zero = (x64 > -0.5) & (x64 < 0.5)
+        y = tl.where(reflect, 1.0 - x64, tl.where(near_zero, x64 + 1.0, x64))
+        lg = _lgamma_lanczos(y)
+        xr = tl.where(reflect, x64, 0.5)
+        frac = xr - tl.floor(xr)
+        sin_pi = tl.sin(3.141592653589793 * tl.minimum(frac, 1.0 - frac))
+        reflected = (1.1447298858494002 - tl.log(sin_pi)) - lg
+        shifted = lg - tl.log(tl.abs(tl.where(near_zero, x64, 1.0)))
+        result = tl.where(pole, float("inf"), tl.where(reflect, reflected, shifted))
+        if x.dtype != tl.float64:  # what rounds to inf in f32 is inf (numpy warns of the cast)
+            result = tl.where(result >= 3.4028235677973366e38, float("inf"), result)
+        return result.to(x.dtype)
+
 else:
 
     @triton.jit
@@ -407,27 +533,22 @@ else:
     def pow(a, b):
         return libdevice.pow(a, b)
 
+    @triton.jit
+    def asin(x):
+        return libdevice.asin(x)
 
-@triton.jit
-def asin(x):
-    return libdevice.asin(x)
+    @triton.jit
+    def acos(x):
+        return libdevice.acos(x)
 
+    @triton.jit
+    def atan(x):
+        return libdevice.atan(x)
 
-@triton.jit
-def acos(x):
-    return libdevice.acos(x)
+    @triton.jit
+    def atan2(a, b):
+        return libdevice.atan2(a, b)
 
-
-@triton.jit
-def atan(x):
-    return libdevice.atan(x)
-
-
-@triton.jit
-def atan2(a, b):
-    return libdevice.atan2(a, b)
-
-
-@triton.jit
-def lgamma(x):
-    return libdevice.lgamma(x)
+    @triton.jit
+    def lgamma(x):
+        return libdevice.lgamma(x)

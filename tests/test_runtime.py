@@ -230,8 +230,9 @@ RECORDED_INPUTS = """loops.graph @g(%a: f32[4][1]cuda:0, %s: f32[][]cpu, %m: i64
 def test_what_a_cuda_graph_records():
     """A 0-d CPU tensor (read by value) and a meta tensor (a fused attention's philox seed: no
     memory) leave a graph recordable; a CPU tensor with elements in a dim does not."""
-    from mind.backend import _unrecordable
     from mind.parser import parse
+
+    from mind.backend import _unrecordable
 
     assert _unrecordable(parse(RECORDED_INPUTS).ops[0]) is None
     on_cpu = RECORDED_INPUTS.replace("%s: f32[][]cpu", "%s: f32[2][1]cpu")
