@@ -46,8 +46,6 @@ _EXTRA_DECOMPOSITIONS = (
     "repeat",
     "tril_indices",
     "triu_indices",
-    "max_pool2d_with_indices",
-    "max_pool3d_with_indices",
     "max_pool2d_with_indices_backward",
     "_adaptive_avg_pool2d",
     "adaptive_max_pool2d",

@@ -137,6 +137,18 @@ CASES = {
         lambda x: torch.max(x, -1),
         lambda: (_randn(4, 6, dtype=torch.bfloat16),),
     ),
+    "max_pool2d_nan_and_inf": (
+        lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
+        lambda: (torch.tensor([[[[float("-inf"), 1.0, float("nan"), 2.0, 0.0]] * 4]]),),
+    ),
+    "max_pool2d_all_minus_inf": (  # the first tap inside the input wins, as in eager
+        lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
+        lambda: (torch.full((1, 1, 4, 5), float("-inf")),),
+    ),
+    "max_pool3d_dilated_ceil_bf16": (
+        lambda x: F.max_pool3d(x, (3, 2, 3), 2, 1, (1, 2, 1), ceil_mode=True, return_indices=True),
+        lambda: (_randn(1, 2, 5, 6, 7, dtype=torch.bfloat16),),
+    ),
     "max_pool1d": (lambda x: F.max_pool1d(x, 4, 3, 2), lambda: (_strided(2, 3, 13),)),
     "max_pool3d": (lambda x: F.max_pool3d(x, 2, 2, 1), lambda: (_randn(1, 2, 5, 6, 7),)),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), lambda: (_randn(2, 3, 9, 11),)),
@@ -192,6 +204,16 @@ def test_matches_eager_in_own_kernels(name, tmp_path, monkeypatch):
     torch.testing.assert_close(got, want, equal_nan=True)
     assert "@triton.jit" in source
     assert "torch.ops.aten" not in source  # no ATen call: every op ran in mind's kernels
+
+
+def test_max_pool_over_a_large_window_stays_in_aten_as_inductor(tmp_path, monkeypatch):
+    """Past 25 taps Inductor calls ATen's max pooling rather than unroll the window: so does
+    mind (its indices are then eager's own)."""
+    x = _randn(1, 2, 9, 9)
+    fn = lambda x: F.max_pool2d(x, 6, 3, return_indices=True)  # noqa: E731
+    got, source = compiled(fn, x, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    torch.testing.assert_close(got, fn(x))
+    assert "aten.max_pool2d_with_indices" in source
 
 
 def test_lcm_keeps_gcd_in_aten_as_inductor(tmp_path, monkeypatch):

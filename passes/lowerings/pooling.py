@@ -1,9 +1,10 @@
 """Pooling over the last 1 to 3 dims, as Inductor lowers it. Average pooling sums each
 window, its taps unrolled in one pointwise body when the window is small (Inductor's bound, 25)
 and a reduction over the window otherwise, out-of-bounds taps masked loads of 0; its backward
-gathers from the windows that cover each input position. Adaptive max pooling (the general
-case) unrolls the largest window. Max pooling, its backward and the even or global adaptive
-cases decompose (passes/to_aten.py) to gathers, reductions and scatters lowered elsewhere."""
+gathers from the windows that cover each input position. Max pooling and adaptive max pooling
+(its general case) unroll the window into two pointwise nodes, values and positions. Max
+pooling's backward and the even or global adaptive cases decompose (passes/to_aten.py) to
+scatters, reductions and gathers lowered elsewhere."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ class Window:
     kernel: Sequence[int]
     stride: Sequence[int]
     padding: Sequence[int]
+    #: the step between taps (max pooling's `dilation`), 1 along every dim where empty
+    dilation: Sequence[int] = ()
 
     @property
     def spatial(self) -> Sequence[IntLike]:
@@ -44,15 +47,24 @@ class Window:
         pooled = out_idx[-len(self.kernel) :]
         return [o * s - p for o, s, p in zip(pooled, self.stride, self.padding)]
 
+    def step(self, d: int) -> int:
+        return self.dilation[d] if self.dilation else 1
+
     def tap(self, b, x, out_idx: Sequence[IntLike], offsets: Sequence[IntLike], out_sizes):
         """x at the window of `out_idx` shifted by `offsets`, 0 where that lies in the padding."""
-        batch = list(out_idx[: -len(self.kernel)])
-        positions = [s + k for s, k in zip(self.starts(out_idx), offsets)]
+        positions, mask = self.tap_position(b, out_idx, offsets, out_sizes)
+        return masked_load(b, x, [*out_idx[: -len(self.kernel)], *positions], mask)
+
+    def tap_position(self, b, out_idx, offsets, out_sizes) -> tuple[list[IntLike], object]:
+        """The input position of tap `offsets` of the window of `out_idx`, per pooled dim, and
+        the b8 body value where it lies inside the input (None: everywhere)."""
+        starts = self.starts(out_idx)
+        positions = [s + k * self.step(d) for d, (s, k) in enumerate(zip(starts, offsets))]
         mask = None
         for d, pos in enumerate(positions):
             for cond in self._bounds(b, d, pos, out_sizes[-len(self.kernel) + d]):
                 mask = cond if mask is None else b.logical_and(mask, cond)
-        return masked_load(b, x, [*batch, *positions], mask)
+        return positions, mask
 
     def _bounds(self, b, d: int, pos: IntLike, out_size: IntLike) -> list:
         """The checks `0 <= pos < size` that some output's window needs along dim d."""
@@ -60,7 +72,7 @@ class Window:
         conds = []
         if p > 0:
             conds.append(b.ge(b.index(pos), b.constant(0, dt.i64)))
-        last = (out_size - 1) * s - p + k  # one past the last window's end
+        last = (out_size - 1) * s - p + (k - 1) * self.step(d) + 1  # past the last window
         if not (isinstance(last, int) and isinstance(size, int) and last <= size):
             conds.append(b.lt(b.index(pos), b.constant(size, dt.i64)))
         return conds
@@ -220,7 +232,6 @@ def adaptive_max_pool(ctx, x, output_size):
     if math.prod(reach) > UNROLL_LIMIT:
         raise Unsupported("adaptive max pooling over more taps than Inductor unrolls")
     compute = dt.upcast(values.dtype)
-    strides = [math.prod(sizes[d + 1 :]) for d in range(n)]
 
     def best(b, idx):
         batch, pooled = list(idx[:-n]), idx[-n:]
@@ -228,7 +239,7 @@ def adaptive_max_pool(ctx, x, output_size):
         ends = [
             sympy.floor(((o + 1) * i + m - 1) / m) for o, i, m in zip(pooled, sizes, output_size)
         ]
-        value = position = None
+        taps = []
         for js in itertools.product(*map(range, reach)):
             pos = [s + j for s, j in zip(starts, js)]
             mask = None
@@ -236,23 +247,77 @@ def adaptive_max_pool(ctx, x, output_size):
                 if j > 0:
                     cond = b.lt(b.index(p), b.index(e))
                     mask = cond if mask is None else b.logical_and(mask, cond)
-            v = (
-                b.load(x, [*batch, *pos], mask=mask, other=float("-inf"))
-                if mask
-                else b.load(x, [*batch, *pos])
-            )
-            v = b.cast(v, compute)
-            flat = b.index(sum((p * s for p, s in zip(pos, strides)), sympy.Integer(0)))
-            if value is None:
-                value, position = v, flat
-                continue
-            pick = b.logical_or(b.gt(v, value), b.isnan(v))
-            if mask is not None:
-                pick = b.logical_and(mask, pick)
-            value, position = b.where(pick, v, value), b.where(pick, flat, position)
-        return value, position
+            taps.append((mask, _max_tap(b, x, [*batch, *pos], mask, compute), _flat(b, pos, sizes)))
+        return max_with_position(b, taps)
 
     return (
         ctx.pointwise(values.dtype, values.shape, lambda b, idx: best(b, idx)[0]),
         ctx.pointwise(indices.dtype, indices.shape, lambda b, idx: best(b, idx)[1]),
     )
+
+
+def _max_tap(b, x, index, mask, compute):
+    """x at `index` in `compute`, -inf where `mask` is off."""
+    value = b.load(x, index, mask=mask, other=float("-inf")) if mask else b.load(x, index)
+    return b.cast(value, compute)
+
+
+def _flat(b, positions, sizes):
+    """The flat position over the pooled dims (what max pooling's indices hold)."""
+    strides = [math.prod(sizes[d + 1 :]) for d in range(len(sizes))]
+    return b.index(sum((p * s for p, s in zip(positions, strides)), sympy.Integer(0)))
+
+
+def max_with_position(b, taps):
+    """The largest of `taps` ((mask, value, flat position) each) and its position, as eager
+    picks: the first tap inside the input, then any larger one, or a NaN."""
+    value = position = found = None  # found: where a tap was taken (True: everywhere)
+    for mask, v, flat in taps:
+        if value is None:
+            value, position, found = v, flat, True if mask is None else mask
+            continue
+        pick = b.logical_or(b.gt(v, value), b.isnan(v))
+        if found is not True:
+            pick = b.logical_or(pick, b.logical_not(found))
+        if mask is not None:
+            pick = b.logical_and(mask, pick)
+        found = True if found is True or mask is None else b.logical_or(found, mask)
+        value, position = b.where(pick, v, value), b.where(pick, flat, position)
+    return value, position
+
+
+def max_pool(ctx, x, n, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """Max pooling with indices, as Inductor lowers it: the window's taps unrolled (at most
+    25), out-of-bounds taps masked to -inf, the values and positions as two pointwise nodes."""
+    values, indices = ctx.outs
+    kernel = _expand(kernel_size, n)
+    if math.prod(kernel) > UNROLL_LIMIT or not values.dtype.is_floating_point:
+        raise Unsupported("max pooling over a large window, or of integers")
+    window = Window(
+        x.type.shape, kernel, _expand(stride, n, kernel), _expand(padding, n), _expand(dilation, n)
+    )
+    compute = dt.upcast(values.dtype)
+    sizes = x.type.shape[-n:]
+
+    def best(b, idx):
+        taps = []
+        for offsets in itertools.product(*map(range, kernel)):
+            pos, mask = window.tap_position(b, idx, offsets, values.shape)
+            index = [*idx[:-n], *pos]
+            taps.append((mask, _max_tap(b, x, index, mask, compute), _flat(b, pos, sizes)))
+        return max_with_position(b, taps)
+
+    return (
+        ctx.pointwise(values.dtype, values.shape, lambda b, idx: best(b, idx)[0]),
+        ctx.pointwise(indices.dtype, indices.shape, lambda b, idx: best(b, idx)[1]),
+    )
+
+
+@register_lowering(aten.max_pool2d_with_indices)
+def max_pool2d(ctx, x, *args, **kwargs):
+    return max_pool(ctx, x, 2, *args, **kwargs)
+
+
+@register_lowering(aten.max_pool3d_with_indices)
+def max_pool3d(ctx, x, *args, **kwargs):
+    return max_pool(ctx, x, 3, *args, **kwargs)
