@@ -8,6 +8,7 @@ scatters, reductions and gathers lowered elsewhere."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -116,8 +117,8 @@ def _expand(value, n: int, default=None) -> list[int]:
     return value * n if len(value) == 1 else value
 
 
-def avg_pool(ctx, x, n, kernel_size, stride=(), padding=0, ceil_mode=False,
-             count_include_pad=True, divisor_override=None):  # fmt: skip
+def avg_pool(ctx, x, kernel_size, stride=(), padding=0, ceil_mode=False,
+             count_include_pad=True, divisor_override=None, *, n: int):  # fmt: skip
     out = ctx.out
     kernel = _expand(kernel_size, n)
     window = Window(x.type.shape, kernel, _expand(stride, n, kernel), _expand(padding, n))
@@ -149,18 +150,8 @@ def avg_pool(ctx, x, n, kernel_size, stride=(), padding=0, ceil_mode=False,
     return ctx.pointwise(out.dtype, out.shape, lambda b, idx: divide(b, b.load(total, idx), idx))
 
 
-@register_lowering(aten.avg_pool2d)
-def avg_pool2d(ctx, x, *args, **kwargs):
-    return avg_pool(ctx, x, 2, *args, **kwargs)
-
-
-@register_lowering(aten.avg_pool3d)
-def avg_pool3d(ctx, x, *args, **kwargs):
-    return avg_pool(ctx, x, 3, *args, **kwargs)
-
-
-def avg_pool_backward(ctx, grad, x, n, kernel_size, stride, padding, ceil_mode,
-                      count_include_pad, divisor_override=None):  # fmt: skip
+def avg_pool_backward(ctx, grad, x, kernel_size, stride, padding, ceil_mode,
+                      count_include_pad, divisor_override=None, *, n: int):  # fmt: skip
     """Each input position gathers `grad / divisor` from the windows that cover it, as
     Inductor's lowering does: along a dim at most ceil(k / s) of them, from the first output
     whose window ends past the position; taps beyond the output or the window are masked."""
@@ -206,16 +197,6 @@ def avg_pool_backward(ctx, grad, x, n, kernel_size, stride, padding, ceil_mode,
         return total
 
     return ctx.pointwise(out.dtype, out.shape, body)
-
-
-@register_lowering(aten.avg_pool2d_backward)
-def avg_pool2d_backward(ctx, grad, x, *args, **kwargs):
-    return avg_pool_backward(ctx, grad, x, 2, *args, **kwargs)
-
-
-@register_lowering(aten.avg_pool3d_backward)
-def avg_pool3d_backward(ctx, grad, x, *args, **kwargs):
-    return avg_pool_backward(ctx, grad, x, 3, *args, **kwargs)
 
 
 @register_lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
@@ -286,7 +267,7 @@ def max_with_position(b, taps):
     return value, position
 
 
-def max_pool(ctx, x, n, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+def max_pool(ctx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False, *, n: int):
     """Max pooling with indices, as Inductor lowers it: the window's taps unrolled (at most
     25), out-of-bounds taps masked to -inf, the values and positions as two pointwise nodes."""
     values, indices = ctx.outs
@@ -313,11 +294,11 @@ def max_pool(ctx, x, n, kernel_size, stride=(), padding=0, dilation=1, ceil_mode
     )
 
 
-@register_lowering(aten.max_pool2d_with_indices)
-def max_pool2d(ctx, x, *args, **kwargs):
-    return max_pool(ctx, x, 2, *args, **kwargs)
-
-
-@register_lowering(aten.max_pool3d_with_indices)
-def max_pool3d(ctx, x, *args, **kwargs):
-    return max_pool(ctx, x, 3, *args, **kwargs)
+#: the lowerings over n pooled dims, and their overloads for n = 2 and 3 (1-d pooling is 2-d)
+for _lowering, *_overloads in (
+    (avg_pool, aten.avg_pool2d, aten.avg_pool3d),
+    (avg_pool_backward, aten.avg_pool2d_backward, aten.avg_pool3d_backward),
+    (max_pool, aten.max_pool2d_with_indices, aten.max_pool3d_with_indices),
+):
+    for _n, _overload in enumerate(_overloads, start=2):
+        register_lowering(_overload)(functools.partial(_lowering, n=_n))
