@@ -28,11 +28,14 @@ def isolated_runtime(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def without_aot_cache(monkeypatch):
-    """AOTAutograd's cache off: a graph compiled again goes through mind's own graph cache."""
+def without_aot_cache():
+    """AOTAutograd's cache off: a graph compiled again goes through mind's own graph cache.
+    Through torch's own config patch: pytest 9.2's monkeypatch deletes what it set on undo when
+    the module's __dict__ lacked it, and deleting a torch config entry removes the option."""
     import torch._functorch.config
 
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        yield
 
 
 @pytest.fixture
