@@ -296,3 +296,29 @@ def test_compiled_for_the_gpu(name, tmp_path, monkeypatch):
     got, source = compiled(fn, *args, tmp_path=tmp_path, monkeypatch=monkeypatch)
     torch.testing.assert_close(got, fn(*args), equal_nan=True)
     assert "@triton.jit" in source and "torch.ops.aten" not in source
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: F.avg_pool2d(x, 3, 2, 1),
+        lambda x: F.max_pool2d(x, 3, 2, 1),
+        lambda x: torch.flip(x, (-1, -2)),
+        lambda x: F.leaky_relu(x, 0.2),
+    ],
+    ids=["avg_pool2d", "max_pool2d", "flip", "leaky_relu"],
+)
+def test_symbolic_shapes_compile_once(fn):
+    """Under dynamic=True one compiled graph serves three shapes, without a fallback."""
+    from torch._dynamo.utils import counters
+
+    compiled_fn = torch.compile(fn, backend="mind", dynamic=True)
+    with no_fallback():
+        for shape in (
+            (2, 3, 9, 11),
+            (4, 5, 12, 7),
+            (3, 2, 16, 16),
+        ):  # no size 1: Dynamo specializes it
+            x = torch.randn(shape)
+            torch.testing.assert_close(compiled_fn(x), fn(x))
+    assert counters["stats"]["unique_graphs"] == 1
