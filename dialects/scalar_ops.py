@@ -48,7 +48,7 @@ _ROWS = [
     *_rows("logical_not isnan isinf isfinite signbit", 1, predicate=True),
     *_rows(
         "add sub mul truediv floordiv mod remainder pow maximum minimum atan2 fmod hypot copysign "
-        "bitwise_and bitwise_or bitwise_xor lshift rshift",
+        "nextafter bitwise_and bitwise_or bitwise_xor lshift rshift",
         2,
     ),
     *_rows("eq ne lt le gt ge logical_and logical_or logical_xor", 2, predicate=True),
@@ -68,7 +68,7 @@ _HELPER_UNARY = (
     "expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
     "lgamma isinf isfinite signbit relu"
 ).split()
-_HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign".split()
+_HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign nextafter".split()
 _TL_UNARY = "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf floor ceil".split()
 
 _TRITON: dict[str, str] = {

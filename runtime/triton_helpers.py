@@ -121,6 +121,27 @@ def copysign(a, b):
 
 
 @triton.jit
+def nextafter(a, b):
+    """torch.nextafter, on the bits in `a`'s own dtype (so one form serves both modes and every
+    float): one step away from zero or toward it; from zero, the smallest subnormal of b's sign;
+    b where they are equal; NaN where either is."""
+    bits_type: tl.constexpr = tl.core.get_int_dtype(
+        bitwidth=a.dtype.primitive_bitwidth, signed=True
+    )
+    x, y = a, b
+    if a.dtype.primitive_bitwidth < 32:  # compared in f32, exact (the interpreter's bf16 isn't)
+        x, y = a.to(tl.float32), b.to(tl.float32)
+    bits = a.to(bits_type, bitcast=True)
+    one = (bits == bits).to(bits_type)
+    from_zero = tl.where(y > 0, one, (one << (a.dtype.primitive_bitwidth - 1)) | one)
+    bits = tl.where((x == 0) | (x != x), one, bits)  # lanes not stepped: no integer overflow
+    away = (y > x) == (x > 0)
+    stepped = tl.where(x == 0, from_zero, tl.where(away, bits + one, bits - one))
+    out = tl.where(x == y, b, stepped.to(a.dtype, bitcast=True))
+    return tl.where(x != x, a, tl.where(y != y, b, out))
+
+
+@triton.jit
 def trunc(x):
     return tl.where(x < 0, tl.ceil(x), tl.floor(x))
 

@@ -1,9 +1,9 @@
-"""Op families Inductor generates kernels for, that mind ran as ATen calls before: activations
-and pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle),
+"""Op families Inductor generates kernels for, that mind ran as ATen calls before: activations and
+pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter),
 pooling (max, average, adaptive; average and max backward), indexing and creation (flip, rot90,
-roll, repeat, tril_indices, linspace, eye), scatters into slices and diagonals, copies, unfold
-and fold, grid_sample. Each runs through mind's own kernels, with no fallback, against eager:
-several shapes (odd sizes, strided inputs), dtypes (f32, bf16, ints)."""
+roll, repeat, tril_indices, linspace, eye), scatters into slices and diagonals, copies, unfold and
+fold, grid_sample. Each runs through mind's own kernels, with no fallback, against eager: several
+shapes (odd sizes, strided inputs), dtypes (f32, bf16, ints)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,10 @@ CASES = {
         ),
     ),
     "fmin_broadcast": (torch.fmin, lambda: (_randn(4, 1), _randn(1, 9))),
+    "nextafter_bf16": (
+        torch.nextafter,
+        lambda: (_randn(6, 7, dtype=torch.bfloat16), _randn(6, 7, dtype=torch.bfloat16)),
+    ),
     "round_decimals": (lambda x: torch.round(x * 100, decimals=2), lambda: (_randn(9, 7),)),
     "round_neg_decimals": (lambda x: torch.round(x * 1e4, decimals=-3), lambda: (_randn(31),)),
     "flip": (lambda x: torch.flip(x, (0, 2)), lambda: (_randn(3, 4, 5),)),
@@ -322,3 +326,26 @@ def test_symbolic_shapes_compile_once(fn):
             x = torch.randn(shape)
             torch.testing.assert_close(compiled_fn(x), fn(x))
     assert counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
+)
+def test_nextafter_is_exact_on_its_own_dtype(dtype, tmp_path, monkeypatch):
+    """nextafter steps the bits of its own dtype (bf16 is not upcast): every pair of special
+    values (signed zeros, infinities, NaN, the largest and smallest magnitudes) and random
+    pairs give eager's bits exactly."""
+    info = torch.finfo(dtype)
+    special = torch.tensor(
+        [0.0, -0.0, 1.0, -1.0, 2.5, info.max, -info.max, info.tiny, float("inf"), float("nan")],
+        dtype=dtype,
+    )
+    n = len(special)
+    a = torch.cat([special.repeat_interleave(n), torch.randn(500, dtype=dtype)])
+    b = torch.cat([special.repeat(n), torch.randn(500, dtype=dtype)])
+    got, source = compiled(torch.nextafter, a, b, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    want = torch.nextafter(a, b)
+    assert got.dtype == dtype and "torch.ops.aten" not in source
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+    same = (got.view(bits) == want.view(bits)) | (got.isnan() & want.isnan())
+    assert bool(same.all()), (a[~same], b[~same], got[~same], want[~same])

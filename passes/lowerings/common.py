@@ -37,10 +37,13 @@ def _example(x: Any) -> Any:
     raise Unsupported(f"operand {x!r}")
 
 
-def promote(args: Sequence[Any], kind: ELEMENTWISE_TYPE_PROMOTION_KIND) -> DType:
-    """The dtype the math runs in (bf16/f16 upcast to f32), by torch's own rules."""
+def promote(
+    args: Sequence[Any], kind: ELEMENTWISE_TYPE_PROMOTION_KIND, compute: bool = True
+) -> DType:
+    """The dtype the math runs in (bf16/f16 upcast to f32), by torch's own rules; or, with
+    `compute=False`, the result's."""
     examples = [_example(a) for a in args if a is not None]
-    return from_torch(elementwise_dtypes(*examples, type_promotion_kind=kind)[0])
+    return from_torch(elementwise_dtypes(*examples, type_promotion_kind=kind)[0 if compute else 1])
 
 
 def operand(b, x: Any, index: Sequence[IntLike], dtype: DType) -> Value:

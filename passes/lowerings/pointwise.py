@@ -38,6 +38,11 @@ def promoted(kind) -> Callable[[tuple], DType]:
     return lambda args: promote(args, kind)
 
 
+def in_result_dtype(args: tuple) -> DType:
+    """The result's own dtype, bf16/f16 not upcast: for ops on a float's bits (nextafter)."""
+    return promote(args, KIND.DEFAULT, compute=False)
+
+
 def _op(name: str) -> ScalarFn:
     return lambda b, *xs: getattr(b, name)(*xs)
 
@@ -79,6 +84,7 @@ for _name, (_scalar, _kind) in SCALAR_TABLE.items():
     register_scalar(getattr(aten, _name), _op(_scalar), promoted(_kind))
 for _overload, _name in ((aten.max.other, "maximum"), (aten.min.other, "minimum")):
     register_scalar(_overload, _op(_name), promoted(KIND.DEFAULT))
+register_scalar(aten.nextafter, _op("nextafter"), in_result_dtype)
 for _name in PREDICATES:
     register_scalar(getattr(aten, _name), _op(_name), promoted(KIND.DEFAULT))
 for _name in LOGICAL:
