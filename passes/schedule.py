@@ -111,10 +111,7 @@ def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
     """A scatter: a node over its ranges that updates its target's buffer in place, its store at
     the (indirect) flat offset the target's strides give, with the scatter's mode."""
     _check_inlined(op)
-    ranges = list(op.ranges)
-    node, drop = _start_node(
-        op, vmap, number, ranges, [], list(range(len(ranges))), updates=vmap[op.target]
-    )
+    node, drop = _start_node(op, vmap, number, *_iteration(op), updates=vmap[op.target])
     ops, value = _body(op, vmap, drop)
     term = op.body.terminator
     index = substitute(flat_offset(op.result, term.index), drop)
@@ -185,9 +182,12 @@ def _body(op: Pointwise, vmap: dict[Value, Value], drop: dict) -> tuple[list[Ope
     return ops, vmap[op.body.terminator.value]
 
 
-def _iteration(op: Pointwise) -> tuple[list[IntLike], list[IntLike], list[int]]:
+def _iteration(op: Pointwise | Scatter) -> tuple[list[IntLike], list[IntLike], list[int]]:
     """The node's x and r sizes, and for each of its loops (x then r) the body variable of the
-    loops node it runs: a scan or a sort runs its axis as the r loop."""
+    loops node it runs: a scan or a sort runs its axis as the r loop, a scatter its ranges."""
+    if isinstance(op, Scatter):
+        ranges = list(op.ranges)
+        return ranges, [], list(range(len(ranges)))
     shape = list(op.result.type.shape)
     if isinstance(op, Reduction):
         rs = list(op.reduction_ranges)

@@ -199,10 +199,33 @@ CASES = {
 }
 
 
+#: every case runs on the CPU (Triton's interpreter) and, with a GPU, compiled for CUDA
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+        ],
+    ),
+]
+
+
+def on_device(device: str, request, tree):
+    """`tree`'s tensors on `device`; on CUDA, kernels compiled (not interpreted)."""
+    if device == "cuda":
+        request.getfixturevalue("compiled_for_the_gpu")
+    return torch.utils._pytree.tree_map(
+        lambda a: a.to(device) if isinstance(a, torch.Tensor) else a, tree
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", CASES)
-def test_matches_eager_in_own_kernels(name, tmp_path, monkeypatch):
+def test_matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     fn, make = CASES[name]
-    args = make()
+    args = on_device(device, request, make())
     want = fn(*args)
     got, source = compiled(fn, *args, tmp_path=tmp_path, monkeypatch=monkeypatch)
     torch.testing.assert_close(got, want, equal_nan=True)
@@ -249,10 +272,11 @@ BACKWARD = {
 }
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", BACKWARD)
-def test_backward_in_own_kernels(name, tmp_path, monkeypatch):
+def test_backward_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     fn, shape = BACKWARD[name]
-    x = torch.randn(shape, requires_grad=True)
+    x = on_device(device, request, torch.randn(shape)).requires_grad_()
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
     with no_fallback():
         y = torch.compile(fn, backend="mind")(x)
@@ -273,33 +297,6 @@ def test_extern_naming_a_device_compiles(tmp_path, monkeypatch):
     )
     assert got.shape == (3, 4) and got.stride() == (1, 3)
     assert "cpu = torch.device('cpu')" in source
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.usefixtures("compiled_for_the_gpu")
-@pytest.mark.parametrize("name", [*CASES, *(f"backward:{n}" for n in BACKWARD)])
-def test_compiled_for_the_gpu(name, tmp_path, monkeypatch):
-    """Every case, forward and backward, compiled for CUDA: the same kernels, against eager on
-    the GPU."""
-    if name.startswith("backward:"):
-        fn, shape = BACKWARD[name.removeprefix("backward:")]
-        x = torch.randn(shape, device="cuda", requires_grad=True)
-        with no_fallback():
-            y = torch.compile(fn, backend="mind")(x)
-            grad = torch.randn_like(y)
-            y.backward(grad)
-        got, x.grad = x.grad, None
-        fn(x).backward(grad)
-        torch.testing.assert_close(got, x.grad)
-        return
-    fn, make = CASES[name]
-    args = torch.utils._pytree.tree_map(
-        lambda a: a.cuda() if isinstance(a, torch.Tensor) else a, make()
-    )
-    got, source = compiled(fn, *args, tmp_path=tmp_path, monkeypatch=monkeypatch)
-    torch.testing.assert_close(got, fn(*args), equal_nan=True)
-    assert "@triton.jit" in source and "torch.ops.aten" not in source
 
 
 @pytest.mark.parametrize(
