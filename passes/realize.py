@@ -8,7 +8,9 @@ reinterpreted (`loops.reinterpret`, Inductor's ReinterpretView) when it reads th
 `offset + sum(stride_i * p_i)` with the strides needed there, and copied into a buffer otherwise.
 Graph outputs and the arguments of ATen calls take the strides the aten graph gave them (callers
 such as a backward graph assert them; a call's results are laid out after its arguments), as
-Inductor freezes the layouts of outputs and extern inputs.
+Inductor freezes the layouts of outputs and extern inputs. A node realized for another reason
+(a reduction, a reused node) takes the order its reads step memory (analysis/layouts.py), as
+Inductor's flexible layouts: a node computed from channels-last buffers is channels-last.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from mind.analysis.layouts import read_strides
 from mind.analysis.loops import (
     base_of,
     body_ops,
@@ -35,7 +38,9 @@ from mind.dialects.loops import (
     LoopsCall,
     LoopsOutput,
     Pointwise,
+    Scan,
     Scatter,
+    Sort,
     View,
     Yield,
     is_buffer,
@@ -99,7 +104,7 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
     for node in chosen:
         strides = fixed.get(node)
         if strides is None:
-            strides = contiguous_strides(node.result.type.shape)
+            strides = _flexible_strides(node)
             node.layout = "flexible"
         node.result.type = dataclasses.replace(node.result.type, strides=strides)
     for op in block.ops:  # a scatter's result is its target's memory
@@ -111,6 +116,16 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
 
 
 Strides = tuple[IntLike, ...]
+
+
+def _flexible_strides(node: Operation) -> Strides:
+    """A node nothing fixes takes the order its reads step memory (analysis/layouts.py), unless
+    a reinterpret reads its memory (`_place_views` made it for a contiguous layout) or it runs
+    along an axis (a scan, a sort)."""
+    reinterpreted = any(isinstance(op, Reinterpret) for op in node.result.users)
+    if reinterpreted or isinstance(node, Scan | Sort):
+        return contiguous_strides(node.result.type.shape)
+    return read_strides(node)
 
 
 def required_strides(op: LoopsCall | LoopsOutput | Start) -> list[Strides | None]:

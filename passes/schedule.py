@@ -184,7 +184,8 @@ def _body(op: Pointwise, vmap: dict[Value, Value], drop: dict) -> tuple[list[Ope
 
 def _iteration(op: Pointwise | Scatter) -> tuple[list[IntLike], list[IntLike], list[int]]:
     """The node's x and r sizes, and for each of its loops (x then r) the body variable of the
-    loops node it runs: a scan or a sort runs its axis as the r loop, a scatter its ranges."""
+    loops node it runs: a scan or a sort runs its axis as the r loop, a scatter its ranges, a
+    pointwise node its dims in memory order."""
     if isinstance(op, Scatter):
         ranges = list(op.ranges)
         return ranges, [], list(range(len(ranges)))
@@ -195,7 +196,19 @@ def _iteration(op: Pointwise | Scatter) -> tuple[list[IntLike], list[IntLike], l
     if isinstance(op, Scan | Sort):
         order = [d for d in range(len(shape)) if d != op.axis] + [op.axis]
         return [shape[d] for d in order[:-1]], [shape[op.axis]], order
-    return shape, [], list(range(len(shape)))
+    order = memory_order(op.result.type)
+    return [shape[d] for d in order], [], order
+
+
+def memory_order(t: TensorType) -> list[int]:
+    """The dims of a buffer from the one with the largest stride to the smallest (the order its
+    elements lie in memory; ties and symbolic strides keep their places): a pointwise node runs
+    its loops so, storing contiguously, as Inductor orders a node's loops by its memory accesses
+    (a channels-last result runs N, H, W, C)."""
+    dims = list(range(t.rank))
+    if not all(isinstance(s, int) for s in t.strides):
+        return dims
+    return sorted(dims, key=lambda d: -t.strides[d])
 
 
 def _trivial(op: Pointwise, t: ScalarType) -> Operation | bool | None:

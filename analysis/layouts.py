@@ -1,0 +1,87 @@
+"""The layout of a realized node that nothing fixes (no call or output needs it laid out so):
+the order its reads step through memory, as Inductor's `ComputedBuffer.get_fill_order` picks it,
+so that a node computed from channels-last buffers is channels-last and one computed from
+contiguous buffers contiguous.
+
+A node's reads are those of its body and of the unrealized nodes it inlines, through views, down
+to buffers: each one's flat offset, as a function of the node's own loop variables, steps memory
+by a stride per dim. The dims are ordered innermost first by how many reads step one more
+slowly than the other (`pick_loop_order`), size-1 dims last, ties keeping the contiguous order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cmp_to_key
+
+from mind.dialects.loops import Load, Pointwise, is_buffer
+from mind.ir.core import Operation
+from mind.ir.symbols import IntLike, as_int_like
+from mind.ir.types import contiguous_strides
+
+from .loop_order import strides
+from .loops import Index, body_ops, compose_view, flat_offset, producer, pvar, pvars, substitute
+
+Strides = tuple[IntLike, ...]
+
+
+def read_strides(node: Operation) -> Strides:
+    """Strides for `node`'s result in the order its reads step memory (contiguous when it reads
+    no buffer linearly with static strides)."""
+    shape = node.result.type.shape
+    rank = len(shape)
+    found = [strides(offset, rank) for offset in _offsets(node, pvars(0, rank))]
+    steps = [[as_int_like(x) for x in s] for s in found if s]
+    steps = [s for s in steps if all(isinstance(x, int) for x in s)]
+    if not steps or not all(isinstance(n, int) for n in shape):
+        return contiguous_strides(shape)
+    return strides_in_order(shape, fill_order(steps, list(shape)))
+
+
+def _offsets(node: Operation, index: Index) -> Iterator[IntLike]:
+    """The flat offsets of the buffer elements `node` reads for its element at `index` (the
+    r loop variables of a reduction at 0): loads from buffers, through views, and the reads of
+    the unrealized nodes it inlines."""
+    mapping = {pvar(k): e for k, e in enumerate(index)}
+    mapping.update({pvar(k): 0 for k in range(len(index), len(index) + _r_dims(node))})
+    for load in body_ops(node, Load):
+        if not isinstance(load.index, list):  # a buffer's flat offset
+            yield substitute(load.index, mapping)
+            continue
+        at = [substitute(e, mapping) for e in load.index]
+        base, at, _ = compose_view(load.source, at)
+        if is_buffer(base):
+            yield flat_offset(base, at)
+        elif isinstance(producer(base), Pointwise):
+            yield from _offsets(producer(base), at)
+
+
+def _r_dims(node: Operation) -> int:
+    return len(getattr(node, "reduction_ranges", None) or ())
+
+
+def fill_order(steps: list[list[int]], sizes: list[int]) -> list[int]:
+    """The dims innermost first: a dim goes inside another when more reads step it by less
+    (or not at the other), size-1 dims last, later dims first otherwise (Inductor's
+    `pick_loop_order`)."""
+
+    def compare(a: int, b: int) -> int:
+        if sizes[a] == 1 or sizes[b] == 1:
+            return (sizes[a] == 1) - (sizes[b] == 1)
+        a_first = sum(sb == 0 or abs(sa) < abs(sb) for sa, sb in ((s[a], s[b]) for s in steps))
+        b_first = sum(sa == 0 or abs(sb) < abs(sa) for sa, sb in ((s[a], s[b]) for s in steps))
+        if a_first != b_first:
+            return -1 if a_first > b_first else 1
+        return b - a
+
+    return sorted(reversed(range(len(sizes))), key=cmp_to_key(compare))
+
+
+def strides_in_order(shape: tuple[IntLike, ...], order: list[int]) -> Strides:
+    """Dense strides that lay out dims `order[0]` innermost, then `order[1]`, ..."""
+    found: list[IntLike] = [0] * len(shape)
+    running: IntLike = 1
+    for dim in order:
+        found[dim] = running
+        running = running * shape[dim]
+    return tuple(found)
