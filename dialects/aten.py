@@ -23,6 +23,7 @@ from mind.ir.constraints import (
     ANY,
     ANY_TYPE,
     INDEX,
+    INT,
     NONE,
     NUMBER,
     OPAQUE,
@@ -34,7 +35,15 @@ from mind.ir.constraints import (
 )
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError, located
-from mind.ir.opdef import ArgField, Field, OpDecl, OpDef, ResultField, VarResultField
+from mind.ir.opdef import (
+    ArgField,
+    Field,
+    OpDecl,
+    OpDef,
+    ResultField,
+    VarResultField,
+    opt_attr,
+)
 from mind.ir.registry import Dialect, VerifyError, lookup_op, register_dialect
 from mind.ir.types import TensorType, contiguous_strides
 
@@ -46,7 +55,7 @@ from .collectives import (
     is_collective,
     torch_target,
 )
-from .common import Call, ConstantTensor, add_graph_ops
+from .common import Call, ConstantTensor, Output, add_graph_ops
 from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
 from .torch_types import from_torch, to_torch, to_torch_device
 
@@ -164,8 +173,18 @@ def _check_result_types(op: Operation) -> None:
                 )
 
 
+class AtenOutput(Output):
+    """The graph's outputs, in order; those at `flexible` positions take the compiler's layout"""
+
+    #: activations a forward saves for its backward: AOTAutograd lays out what the backward
+    #: takes as the forward reports its outputs laid out
+    flexible = opt_attr(list_of(INT))
+
+
 ATEN = register_dialect(Dialect("aten", resolve=_resolve))
-add_graph_ops(ATEN, summary="A forward or backward graph; its arguments are the graph inputs")
+add_graph_ops(
+    ATEN, AtenOutput, summary="A forward or backward graph; its arguments are the graph inputs"
+)
 ATEN.add("call", Call, symbol=True, open_attrs=True,
          summary="A callable outside the aten namespace (SymInt arithmetic, prims)")  # fmt: skip
 ATEN.add("constant", ConstantTensor, symbol=True)
@@ -277,7 +296,7 @@ def _export_op(op: Operation, graph: torch.fx.Graph, root: torch.nn.Module, node
         root.register_buffer(op.symbol, _constant(op))
         nodes[op.result] = graph.get_attr(op.symbol)
         return
-    target, args, kwargs = _target_of(op)
+    target, args, kwargs = target_of(op)
     if target is None or not callable(target):
         raise MindError(f"'{op.name}' cannot be executed", op.loc)
     node = graph.call_function(target, tuple(from_attr(args, nodes)), from_attr(kwargs, nodes))
@@ -286,7 +305,7 @@ def _export_op(op: Operation, graph: torch.fx.Graph, root: torch.nn.Module, node
         _bind_results(graph, op, node, nodes)
 
 
-def _target_of(op: Operation) -> tuple[Any, list, dict]:
+def target_of(op: Operation) -> tuple[Any, list, dict]:
     """What an aten op calls, with its arguments and keyword arguments (attribute values)."""
     if is_collective(op):
         return collective_call(op)

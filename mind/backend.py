@@ -25,7 +25,7 @@ import torch
 import torch._dynamo
 
 from mind import runtime, tuning
-from mind.compiled import MindCode, Recording, compiling, timed
+from mind.compiled import MindCode, Recording, compiling, output_strides, timed
 from mind.dialects import aten, fx
 from mind.dialects.collectives import is_collective
 from mind.dump import GraphDump
@@ -123,17 +123,23 @@ def cache_tag(gm: torch.fx.GraphModule, options: Options, cuda: bool) -> str | N
 
 @torch._dynamo.disable(recursive=True)
 def compile_aten_graph(
-    aot_gm: torch.fx.GraphModule, symbol: str, options: Options | None = None
+    aot_gm: torch.fx.GraphModule,
+    symbol: str,
+    inputs: list | None = None,
+    options: Options | None = None,
 ) -> MindCode:
     """AOTAutograd's ATen graph as a boxed callable: its generated Triton program, or the graph
     itself. Not traced by Dynamo: AOTAutograd may compile a backward inside
-    `loss.backward()`."""
+    `loss.backward()`. `inputs` are AOTAutograd's example inputs; the strides of the outputs are
+    reported to it (a training forward's saved activations may be laid out otherwise than
+    traced: see passes/channels_last.py)."""
     options = options or Options()
     dump = GraphDump(symbol)
     kw: dict[str, Any] = dict(options=options, aten=aot_gm, interpret=True, recording=None)
     try:
         with gc_frozen():  # (a lazy backward compiles outside mind_backend's)
             graph = aten.import_graph(aot_gm, symbol)
+            _layouts(graph, aot_gm, inputs)
             if options.autotune:
                 tuning.install()
             kw.update(interpret=_interpret(graph), recording=_recording(graph, options))
@@ -142,7 +148,57 @@ def compile_aten_graph(
             graph.discard()
     except Exception as exc:
         return MindCode.eager(symbol, exc, dump, **kw)
+    report_output_strides(output_strides(call))
     return MindCode.compiled(call, module_key, symbol, dump, **kw)
+
+
+def _layouts(graph: Operation, aot_gm: torch.fx.GraphModule, inputs: list | None) -> None:
+    """What AOTAutograd allows of layouts, in the graph: a training forward's activations saved
+    for its backward are `flexible` outputs (their strides are reported, and the backward takes
+    them so); a backward's inputs are typed with the strides they come with. Where those are not
+    the traced ones, the ATen graph (run should mind's program fail) reshapes where it views, as
+    Inductor's `view_to_reshape`: a view of a layout that cannot be viewed fails."""
+    from mind.passes.channels_last import restride_inputs
+
+    saved = _saved_outputs(graph)
+    if saved:
+        graph.body.terminator.flexible = saved
+    if inputs is not None and restride_inputs(graph, [_static_strides(x) for x in inputs]):
+        views = aot_gm.graph.find_nodes(op="call_function", target=torch.ops.aten.view.default)
+        for node in views:
+            node.target = torch.ops.aten.reshape.default
+        aot_gm.recompile()
+
+
+def _saved_outputs(graph: Operation) -> list[int]:
+    """The positions of a training forward's outputs that are activations for its backward."""
+    from torch._guards import TracingContext
+
+    ctx = TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    if meta is None or graph.symbol.endswith("_backward"):
+        return []
+    try:  # (not a training forward: AOTAutograd saves nothing)
+        saved = meta.tensors_saved_for_backwards_slice
+    except (AssertionError, AttributeError, TypeError):
+        return []
+    return list(range(len(graph.body.terminator.args)))[saved]
+
+
+def _static_strides(x: object) -> tuple[int, ...] | None:
+    strides = x.stride() if isinstance(x, torch.Tensor) else None
+    return tuple(strides) if strides is not None and all(type(s) is int for s in strides) else None
+
+
+def report_output_strides(strides: tuple) -> None:
+    """Tell AOTAutograd how the compiled graph lays out its outputs, where it asks (a training
+    forward's compile): it lays out the backward's inputs so (`TracingContext.output_strides`,
+    as Inductor reports them)."""
+    from torch._guards import TracingContext
+
+    ctx = TracingContext.try_get()
+    if ctx is not None and ctx.output_strides is not None:
+        ctx.output_strides[:] = list(strides)
 
 
 def load_program(

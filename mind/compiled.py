@@ -121,7 +121,7 @@ class MindCode(OutputCode):
         """Triton's own cache keeps the kernels."""
 
     def _wrap(self, call: Callable[[list], object], symbol: str, dump: GraphDump) -> Callable:
-        call = FirstCallCheck(call, self._aten_module, symbol, dump)
+        call = FirstCallCheck(call, self._aten_module, symbol, dump, output_strides(call))
         if self.recording is not None:
             call = recorded(call, symbol, self.options, self.recording)
         return boxed(call)
@@ -130,6 +130,12 @@ class MindCode(OutputCode):
         if isinstance(self.aten, SerializedGraphModule):
             self.aten = self.aten.deserialize()
         return self.aten
+
+
+def output_strides(call: Callable) -> tuple:
+    """What a generated module's `call` says of its outputs' strides (target/triton.py); a
+    module written otherwise says nothing."""
+    return getattr(call, "output_strides", ())
 
 
 def timed(compile_fn: Callable[..., MindCode]) -> Callable[..., MindCode]:
@@ -160,8 +166,10 @@ def run_eagerly(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, d
 
 class FirstCallCheck:
     """Runs the generated `call`; if its first call fails (Triton compiles at first launch), the
-    graph falls back to eager for good. The first call gets a copy of the argument list, so that
-    generated code that frees its inputs cannot take them from the eager rerun."""
+    graph falls back to eager for good, its outputs laid out as the compiled graph reported them
+    (`output_strides`: a backward may have been compiled for them). The first call gets a copy of
+    the argument list, so that generated code that frees its inputs cannot take them from the
+    eager rerun."""
 
     def __init__(
         self,
@@ -169,8 +177,10 @@ class FirstCallCheck:
         aten: Callable[[], torch.fx.GraphModule],
         symbol: str,
         dump: GraphDump,
+        output_strides: tuple = (),
     ):
         self.call, self.aten, self.symbol, self.dump = call, aten, symbol, dump
+        self.output_strides = output_strides
         self.checked = False
 
     def __call__(self, args: list) -> object:
@@ -179,10 +189,32 @@ class FirstCallCheck:
         try:
             out = self.call(list(args))
         except Exception as exc:
-            self.call = run_eagerly(self.aten(), self.symbol, exc, self.dump)
+            eager = run_eagerly(self.aten(), self.symbol, exc, self.dump)
+            self.call = laid_out(eager, self.output_strides)
             out = self.call(args)
         self.checked = True
         return out
+
+
+def laid_out(call: Callable[[list], object], strides: tuple) -> Callable[[list], object]:
+    """`call` whose tensor outputs are copied into `strides` (None: as they come) where it lays
+    them out otherwise, in a dim longer than 1."""
+    if all(s is None for s in strides):
+        return call
+
+    def run(args: list) -> object:
+        outs = call(args)
+        return type(outs)(_strided(out, s) for out, s in zip(outs, strides))
+
+    return run
+
+
+def _strided(out: object, strides: tuple[int, ...] | None) -> object:
+    if not isinstance(out, torch.Tensor) or strides is None:
+        return out
+    if all(n == 1 or a == b for n, a, b in zip(out.shape, out.stride(), strides)):
+        return out
+    return torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device).copy_(out)
 
 
 def recorded(

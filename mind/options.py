@@ -14,7 +14,7 @@ from typing import Any
 
 #: the passes from aten IR to triton IR
 PIPELINE = (
-    "lower,mm-templates,realize,inline,schedule,fuse,merge-loops,online-softmax,welford,"
+    "channels-last,lower,mm-templates,realize,inline,schedule,fuse,merge-loops,online-softmax,welford,"
     "reorder-collectives,to-triton"
 )
 
@@ -37,6 +37,9 @@ class Options:
     #: benchmark each kernel's candidate configs (and persistent against looped reductions) at
     #: load, and Triton matmul templates against ATen, on the GPU; winners cached on disk
     autotune: bool = False
+    #: Inductor's layout optimization: convolutions take and give channels-last tensors where
+    #: its rule says so (the pass `channels-last`; False leaves it out of the pipeline)
+    layout_optimization: bool = True
 
 
 _TYPES = {"bool": bool, "int": int, "str": str}
@@ -93,14 +96,17 @@ def check_pipeline(pipeline: str, source: str) -> None:
 
 def pipeline_of(options: Options, deterministic: bool = False) -> str:
     """The pipeline the options run: `pipeline`, where `autotune` turns on to-triton's candidates
-    and has mm-templates benchmark templates against ATen (unless it selects otherwise), and
-    `deterministic` (torch.use_deterministic_algorithms) has lower keep scatters in ATen."""
-    if not options.autotune and not deterministic:
+    and has mm-templates benchmark templates against ATen (unless it selects otherwise),
+    `deterministic` (torch.use_deterministic_algorithms) has lower keep scatters in ATen, and
+    `layout_optimization=False` leaves channels-last out."""
+    if not options.autotune and not deterministic and options.layout_optimization:
         return options.pipeline
     from mind.passes import parse_pipeline
 
     passes = []
     for p in parse_pipeline(options.pipeline):
+        if not options.layout_optimization and p.name == "channels-last":
+            continue
         if options.autotune and p.name == "to-triton":
             p = dataclasses.replace(p, autotune=True)
         elif options.autotune and p.name == "mm-templates" and p.select == "aten":

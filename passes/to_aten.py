@@ -123,13 +123,14 @@ def aten_graphs(
     gm: torch.fx.GraphModule,
     inputs: list,
     name: str,
-    compile_graph: Callable[[torch.fx.GraphModule, str], Callable] | None = None,
+    compile_graph: Callable[[torch.fx.GraphModule, str, list], Callable] | None = None,
     cache_tag: str | None = None,
 ) -> tuple[Callable, list[Operation]]:
     """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
     graphs land in, as `aten.graph` ops: the forward now, the backward once AOTAutograd compiles
-    it. `compile_graph(aot_gm, symbol)` replaces that default: it gets each ATen GraphModule
-    itself, so that it can fall back to running it.
+    it. `compile_graph(aot_gm, symbol, inputs)` replaces that default: it gets each ATen
+    GraphModule itself, so that it can fall back to running it, and AOTAutograd's example inputs
+    (a backward's laid out as its forward reported its outputs).
 
     Through Dynamo's own AOTAutograd backend helper, as Inductor goes: Dynamo's DDPOptimizer
     counts its invocations to pair each bucket's forward with its backward, and to run a piece's
@@ -143,16 +144,16 @@ def aten_graphs(
 
     graphs: list[Operation] = []
 
-    def keep(aot_gm: torch.fx.GraphModule, symbol: str) -> Callable:
+    def keep(aot_gm: torch.fx.GraphModule, symbol: str, _inputs: list) -> Callable:
         graphs.append(aten.import_graph(aot_gm, symbol))
         return aot_gm.forward
 
     def compiler(kind: str):
-        def compile_fn(aot_gm: torch.fx.GraphModule, _inputs):
+        def compile_fn(aot_gm: torch.fx.GraphModule, inputs: list):
             # AOTAutograd calls its compilers under its fake mode: the graph's constants, and
             # what a loaded program makes at load, must be real tensors
             with unset_fake_temporarily():
-                return (compile_graph or keep)(aot_gm, f"{name}_{kind}")
+                return (compile_graph or keep)(aot_gm, f"{name}_{kind}", inputs)
 
         return compile_fn
 

@@ -578,7 +578,20 @@ def emit_wrapper(op: Operation, host: Host) -> str:
         lines += ["        " + line for line in body]
     else:
         lines += ["    " + line for line in body]
+    lines.append(f"{op.symbol}.output_strides = {output_strides(op)!r}")
     return "\n".join(lines) + "\n"
+
+
+def output_strides(wrapper: Operation) -> tuple:
+    """The strides of each tensor the wrapper returns (None for other outputs and for strides
+    only a call knows): the caller reports them (AOTAutograd lays out a backward's inputs so)."""
+    found = []
+    for value in wrapper.body.terminator.args:
+        t = value.type if isinstance(value, Value) else None
+        static = isinstance(t, TensorType) and t.strides is not None
+        static = static and all(isinstance(s, int) for s in t.strides)
+        found.append(tuple(t.strides) if static else None)
+    return tuple(found)
 
 
 def _size_symbols(op: Operation) -> set[str]:

@@ -105,6 +105,26 @@ def mlp_training_step(device: str = "cpu", batch: int = 4, width: int = 16):
     return step, model, reference, x, y
 
 
+class ConvNet(torch.nn.Module):
+    """conv-bn-relu-conv, a residual add, relu."""
+
+    def __init__(self, channels: int = 16):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, channels, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(channels)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv1(x)))
+        return torch.relu(self.conv2(y) + y)
+
+
+def conv_net(channels: int = 16, device: str = "cpu", batch: int = 2, size: int = 8):
+    """A ConvNet and an input image for it."""
+    torch.manual_seed(0)
+    return ConvNet(channels).to(device), torch.randn(batch, 3, size, size, device=device)
+
+
 def assert_same_step(compiled_loss, step, model, reference, x, y, **tol) -> None:
     """Eager's loss and every parameter's gradient, against the compiled step's."""
     torch.testing.assert_close(compiled_loss, step(reference, x, y), **tol)

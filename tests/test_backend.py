@@ -130,21 +130,22 @@ def test_dump_dir_writes_every_stage_in_pipeline_order_as_round_tripping_ir(tmp_
     assert names == [
         "graph0.00.fx",
         "graph0_forward.00.aten",
-        "graph0_forward.01.lower.loops",
-        "graph0_forward.02.mm-templates.loops",
-        "graph0_forward.03.realize.loops",
-        "graph0_forward.04.inline.loops",
-        "graph0_forward.05.schedule.scheduled",
-        "graph0_forward.06.fuse.scheduled",
-        "graph0_forward.07.merge-loops.scheduled",
-        "graph0_forward.08.online-softmax.scheduled",
-        "graph0_forward.09.welford.scheduled",
-        "graph0_forward.10.reorder-collectives.scheduled",
-        "graph0_forward.11.scheduled.dot",
-        "graph0_forward.12.to-triton.triton",
-        "graph0_forward.13.py",
+        "graph0_forward.01.channels-last.aten",
+        "graph0_forward.02.lower.loops",
+        "graph0_forward.03.mm-templates.loops",
+        "graph0_forward.04.realize.loops",
+        "graph0_forward.05.inline.loops",
+        "graph0_forward.06.schedule.scheduled",
+        "graph0_forward.07.fuse.scheduled",
+        "graph0_forward.08.merge-loops.scheduled",
+        "graph0_forward.09.online-softmax.scheduled",
+        "graph0_forward.10.welford.scheduled",
+        "graph0_forward.11.reorder-collectives.scheduled",
+        "graph0_forward.12.scheduled.dot",
+        "graph0_forward.13.to-triton.triton",
+        "graph0_forward.14.py",
     ]
-    assert "digraph mind {" in (tmp_path / "dump" / names[12]).read_text()
+    assert "digraph mind {" in (tmp_path / "dump" / names[13]).read_text()
     for f in files:
         if f.suffix in (".fx", ".aten", ".loops", ".scheduled", ".triton"):
             text = f.read_text()
@@ -229,7 +230,7 @@ def test_modes_compile_and_match_eager(mode):
                            "max-autotune-no-cudagraphs)"),
         ({"options": {"cuda_graphs": True}}, "unknown option 'cuda_graphs' (options: cudagraphs, "
                                              "cudagraph_max_shapes, cudagraph_max_recordings, "
-                                             "pipeline, autotune)"),
+                                             "pipeline, autotune, layout_optimization)"),
         ({"options": {"cudagraphs": 1}}, "option 'cudagraphs' takes a bool, not int (1)"),
     ],
 )  # fmt: skip

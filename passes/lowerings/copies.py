@@ -16,7 +16,7 @@ def copy_of(ctx, src):
     return ctx.pointwise(out.dtype, out.shape, lambda b, idx: operand(b, src, idx, out.dtype))
 
 
-@register_lowering(aten.clone, aten.lift_fresh_copy, prims.convert_element_type)
+@register_lowering(aten.clone, aten.lift_fresh_copy, prims.convert_element_type, prims.copy_strided)
 def clone(ctx, x, *args, **kwargs):
     return copy_of(ctx, x)
 
