@@ -237,3 +237,30 @@ def test_what_a_cuda_graph_records():
     assert _unrecordable(parse(RECORDED_INPUTS).ops[0]) is None
     on_cpu = RECORDED_INPUTS.replace("%s: f32[][]cpu", "%s: f32[2][1]cpu")
     assert _unrecordable(parse(on_cpu).ops[0]) == "'%s' is on cpu"
+
+
+GATHERS = """aten.graph @g(%a: f32[6, 4][4, 1]cuda:0, %i: i64[3][1]cuda:0, %m: b8[6][1]cuda:0) {
+  %index = aten.index.Tensor(%a, [%i]) : f32[3, 4][4, 1]cuda:0
+  %masked = aten.index.Tensor(%a, [%m]) : f32[u0, 4][4, 1]cuda:0
+  aten.output(%index, %masked)
+}"""
+
+
+def test_a_gather_records_unless_its_size_depends_on_data():
+    """`aten.index.Tensor` is tagged as having a data-dependent shape; with integer indices its
+    size is known, and only a boolean mask's unbacked size (u0) makes a recording wrong."""
+    from mind.parser import parse
+
+    from mind.backend import _unrecordable
+
+    masked = parse(GATHERS).ops[0]
+    assert (
+        _unrecordable(masked)
+        == "'aten.index.Tensor' syncs with the host or has a data-dependent shape"
+    )
+    gather = parse(
+        GATHERS.replace(
+            "  %masked = aten.index.Tensor(%a, [%m]) : f32[u0, 4][4, 1]cuda:0\n", ""
+        ).replace("%index, %masked", "%index")
+    )
+    assert _unrecordable(gather) is None
