@@ -105,8 +105,8 @@ CASES = {
         lambda x, i, s: x.index_reduce(0, i, s, "mean"),
         lambda: (_randn(5, 3), torch.tensor([0, 4, 2, 0, 4, 4]), _randn(6, 3)),
     ),
-    "index_add_of_a_constant": (  # an atomic add of a broadcast value, interpreted
-        lambda x, i: torch.ones_like(x).index_add(0, i, torch.ones(6, 3)),
+    "index_add_of_a_constant": (  # an atomic add of a constant made in the graph, on x's device
+        lambda x, i: torch.ones_like(x).index_add(0, i, torch.ones(6, 3, device=x.device)),
         lambda: (_randn(5, 3), torch.tensor([0, 4, 2, 0, 4, 4])),
     ),
     "put_accumulate": (
