@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import torch
-from programs import compile_strictly
+from programs import CUDA, compile_strictly
 from triton.language.semantic import TritonSemantic
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
@@ -130,17 +130,7 @@ def _zero_minus(self, x):
 
 #: where the kernels run: interpreted with Triton's `-x`, interpreted with `-x` as Triton 3.6
 #: builds it, and compiled for a GPU by the Triton installed
-RUNS = [
-    "interpreted",
-    "interpreted_zero_minus_x",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.gpu,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-        ],
-    ),
-]
+RUNS = ["interpreted", "interpreted_zero_minus_x", CUDA]
 
 
 @pytest.mark.parametrize("run", RUNS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from programs import no_fallback
+from programs import CUDA, no_fallback
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -218,16 +218,7 @@ CASES = {
 
 
 #: every case runs on the CPU (Triton's interpreter) and, with a GPU, compiled for CUDA
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.gpu,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-        ],
-    ),
-]
+DEVICES = ["cpu", CUDA]
 
 
 def on_device(device: str, request, tree):
