@@ -88,7 +88,7 @@ _EXCLUDED = ("_scaled_dot_product_flash_attention_for_cpu",)
 @lru_cache(maxsize=1)
 def decompositions() -> dict:
     """torch's core ATen table, plus the extra rules above, less the excluded ones; mind's own
-    rules (passes/aten_rules.py) over all of them."""
+    rules (passes/aten_rules/) over all of them."""
     from torch._decomp import core_aten_decompositions, get_decompositions, remove_decompositions
     from torch._inductor.decomposition import decompositions as inductor_rules
 

@@ -112,9 +112,9 @@ def signbit(x):
 
 @triton.jit
 def neg(x):
-    """-x with the sign bit flipped, a zero's too: Triton before 3.8 writes `-x` as `0 - x`,
-    which leaves +0.0 positive. A product with -1 is exact (it folds to a negation). Helpers
-    negate floats through here."""
+    """-x with the sign bit flipped, a zero's too: Triton 3.6 builds `-x` as `0 - x`, which
+    leaves +0.0 positive (3.8 negates). A product with -1 is exact (it folds to a negation).
+    Helpers negate floats through here."""
     if x.dtype.is_floating():
         return x * -1.0
     return -x

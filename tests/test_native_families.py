@@ -312,7 +312,7 @@ def backward_in_own_kernels(name, device, request, tmp_path, monkeypatch):
 
 
 #: ops that torch 2.11's decomposition table has no rule for (2.14's has some): mind's own
-#: rules (passes/aten_rules.py) decompose them on either
+#: rules (passes/aten_rules/) decompose them on either
 TORCH_VERSION_RULES = (
     torch.ops.aten.adaptive_max_pool2d,
     torch.ops.aten.adaptive_max_pool3d,

@@ -1,7 +1,4 @@
-"""mind's own decomposition rules (ATen to ATen), which to-aten puts over torch's table: for ops
-whose rule one torch has and another lacks (torch 2.11 has neither of these; 2.14 has a global
-adaptive rule and a 2-d backward), so that they reach mind's lowerings the same way on each.
-Imported when to-aten builds its table (it imports torch).
+"""mind's rules for pooling.
 
 - Adaptive max pooling: an empty output is made empty; a global one (every output size 1) is an
   amax and an argmax over the flattened pooled dims, for any window; an even one (each output
@@ -59,13 +56,8 @@ def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mod
 
 #: op overload -> mind's rule
 RULES = {
-    op.default: functools.partial(rule, n=n)
-    for rule, ops in (
-        (_adaptive_max_pool, (aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)),
-        (
-            _max_pool_backward,
-            (aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward),
-        ),
-    )
-    for n, op in enumerate(ops, start=2)
+    aten.adaptive_max_pool2d.default: functools.partial(_adaptive_max_pool, n=2),
+    aten.adaptive_max_pool3d.default: functools.partial(_adaptive_max_pool, n=3),
+    aten.max_pool2d_with_indices_backward.default: functools.partial(_max_pool_backward, n=2),
+    aten.max_pool3d_with_indices_backward.default: functools.partial(_max_pool_backward, n=3),
 }
