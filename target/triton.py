@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import keyword
+import math
 import re
 from collections import ChainMap
 from collections.abc import MutableMapping
@@ -186,10 +187,8 @@ def _kernel_op(op: Operation, n: Names) -> str:
         if op.eviction_policy is not None:
             extra += f", eviction_policy={op.eviction_policy!r}"
         return f"tl.load({a[0]} + ({a[1]}){extra})"
-    if kind == "full":  # a bf16 constant is made in f32: Triton's interpreter has none
-        if result.dtype == dt.bf16:
-            return f"tl.full({_shape(result.shape)}, {a[0]}, tl.float32).to(tl.bfloat16)"
-        return f"tl.full({_shape(result.shape)}, {a[0]}, {tl_dtype(result.dtype)})"
+    if kind == "full":
+        return _full(result, a[0], op.args[0])
     if kind == "cast":
         return f"{a[0]}.to({tl_dtype(result.dtype)})"
     if kind == "broadcast_to":
@@ -209,6 +208,17 @@ def _kernel_op(op: Operation, n: Names) -> str:
         fn = REDUCTIONS[op.reduction_type].combine
         return f"triton_helpers.{fn}_with_index({', '.join(a)})"
     raise MindError(f"cannot emit '{op.name}' in a kernel", op.loc)
+
+
+def _full(result, text: str, value) -> str:
+    """A constant block. Triton makes any value equal to 0 its type's null value, +0.0, so -0.0
+    is +0.0 negated; a bf16 constant is made in f32 (Triton's interpreter has none)."""
+    negative_zero = isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0
+    dtype = "tl.float32" if result.dtype == dt.bf16 else tl_dtype(result.dtype)
+    block = f"tl.full({_shape(result.shape)}, {'0.0' if negative_zero else text}, {dtype})"
+    if negative_zero:
+        block = f"triton_helpers.neg({block})"
+    return f"{block}.to(tl.bfloat16)" if result.dtype == dt.bf16 else block
 
 
 def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:

@@ -152,13 +152,14 @@ def test_kernel_error_shows_source_and_origin(tmp_path):
 def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_path, monkeypatch):
     """A kernel with a device assert is `@triton.jit(debug=True)`; the loader's binding and a
     compile worker's (which runs the same source) compile it with Inductor's options, the same
-    ones (Triton's cache key), and a kernel without asserts with neither."""
+    ones (Triton's cache key), and a kernel without asserts with neither; every kernel with
+    libdevice keeping denormals."""
     from pathlib import Path
 
     from mind.parser import parse
     from mind.passes import run_pipeline
     from mind.runtime import compile_pool
-    from mind.runtime.launch import DEBUG_OPTIONS, Binding, deferred
+    from mind.runtime.launch import DEBUG_OPTIONS, EAGER_MATH_OPTIONS, Binding, deferred
     from mind.target.triton import emit
 
     from mind.options import PIPELINE
@@ -182,6 +183,7 @@ def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_p
     (asserting,) = [name for name in loader_options if "embedding" in name]
     assert loader_options[asserting].items() >= DEBUG_OPTIONS.items()
     assert all("debug" not in o for name, o in loader_options.items() if name != asserting)
+    assert all(o.items() >= EAGER_MATH_OPTIONS.items() for o in loader_options.values())
 
 
 def test_cuda_graphs_count_how_each_call_went():
