@@ -9,15 +9,16 @@ dims (so that every index stays affine in the loop variables):
 
     partial: sizes ([*x, *part dims], [slice of dim, dims after it]) (part dims outermost for an
              outer reduction, so x stays contiguous); each reduction stores its partials, in its
-             accumulator dtype (f32 for bf16 sums), one temporary per result
+             accumulator dtype (f32 for bf16 sums), one temporary per result; values stored along
+             r before any reduction (a gradient whose column sum is a bias's) are stored here
     final:   sizes ([*x], [*part dims]); each reduction reduces its partials by its kind (welford
              merges the parts' (mean, m2) by the kind's combine), then the node's per-row ops
 
 It applies when every reduction is of a kind whose partials combine (not argmax/argmin, whose
 index would need its part's offset, nor online_softmax) and reads only the row (no reduction
 depends on another: a two-pass variance splits once the welford pass made it one reduction),
-when nothing is stored along r, the sizes are static, and `split_factor` (heuristics.py) asks
-for parts; the split point is the one whose part count is nearest to it.
+when nothing stored along r depends on a reduction, the sizes are static, and `split_factor`
+(heuristics.py) asks for parts; the split point is the one whose part count is nearest to it.
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ class Split(Strategy):
         from . import STRATEGIES, plan_node  # the halves are planned by the other strategies
 
         rest = [s for s in STRATEGIES if not isinstance(s, Split)]
-        partial, final, temporaries = split_node(node, split_point(node, options))
+        partial, final, temporaries, sources = split_node(node, split_point(node, options))
         own = {t: t for t in temporaries} | dict(zip(partial.results, temporaries))
-        own |= {new: buffers[old] for new, old in zip(final.results, node.results)}
+        own |= {new: buffers[old] for new, old in sources.items()}
         known = ChainMap(own, buffers)  # over the graph's buffers, not a copy of them per node
         first = plan_node(partial, options, known, index, rest)
         second = plan_node(final, options, known, index + len(first.kernels), rest)
@@ -99,10 +100,13 @@ def split_point(node: Node, options: Options) -> SplitPoint | None:
     ):
         return None
     if any(
-        isinstance(op, Store) and phases.has_r[op] or isinstance(op, KEEPS_ROW)
+        isinstance(op, Store)
+        and phases.has_r[op]
+        and phases.level[op] > 0
+        or isinstance(op, KEEPS_ROW)
         for op in node.body.ops
     ):
-        return None  # values stored along r, or a row taken in order (a scan, a sort)
+        return None  # values stored along r after a reduction, or a row taken in order (a scan)
     wanted = split_factor(math.prod(xs), math.prod(rs), is_inner(node), options.sm_count)
     if wanted <= 1:
         return None
@@ -116,9 +120,11 @@ def split_point(node: Node, options: Options) -> SplitPoint | None:
     return min(points, key=lambda p: abs(math.log(math.prod(p.part_sizes(list(rs))) / wanted)))
 
 
-def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value]]:
-    """The partial and final nodes of `node` split at `point`, and the temporaries that hold
-    the partial node's results (the final node reads them)."""
+def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value], dict[Value, Value]]:
+    """The partial and final nodes of `node` split at `point`, the temporaries that hold the
+    partial node's partials (the final node reads them), and the node's buffer each half's
+    other results are. Values stored along r (a gradient whose column sum the node also takes)
+    are stored by the partial node, which visits every element once."""
     xs, rs = (list(s) for s in node.sizes)
     nx, parts, chunk = len(xs), point.part_sizes(rs), point.chunk_sizes(rs)
     inner = is_inner(node)
@@ -136,18 +142,22 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value]]:
         else:
             reindex[pvar(nx + i)] = chunk_vars[i - point.dim]
     reductions = [op for op in node.body.ops if isinstance(op, Reduction)]
+    phases = Phases(node)
+    along_r = [op for op in node.body.ops if isinstance(op, Store) and phases.has_r[op]]
+    stored = list(dict.fromkeys(op.buffer for op in along_r))  # written by the partial node
     layout = (tuple(part_xs), contiguous_strides(part_xs), node.device)
     temporaries = [
         Value(f"{node.results[0].name}_part{k}", TensorType(dtype, *layout))
         for k, dtype in enumerate(_partial_dtypes(reductions))
     ]
-    partial = _node(node, [part_xs, chunk], temporaries)
-    final = _node(node, [xs, parts], node.results)
-    vmap: dict[Value, Value] = {}
-    for op in closure(node.body.ops, reductions):
+    kept = [r for r in node.results if r not in stored]
+    partial = _node(node, [part_xs, chunk], [*temporaries, *stored])
+    final = _node(node, [xs, parts], kept)
+    vmap: dict[Value, Value] = dict(zip(stored, partial.results[len(temporaries) :]))
+    for op in closure(node.body.ops, reductions + along_r):
         partial.body.append(_copy(op, vmap, reindex))
     # each reduction's results: stored as partials, reduced again in the final node
-    final_map: dict[Value, Value] = dict(zip(node.results, final.results))
+    final_map: dict[Value, Value] = dict(zip(kept, final.results))
     final_x, final_parts = [pvar(i) for i in range(nx)], [pvar(nx + i) for i in range(len(parts))]
     order = [*x_vars, *part_vars] if inner else [*part_vars, *x_vars]
     final_order = [*final_x, *final_parts] if inner else [*final_parts, *final_x]
@@ -165,14 +175,16 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value]]:
             loaded.append(_load(final.body, temp, _flat(part_xs, final_order)))
         count = math.prod(chunk)
         final_map.update(zip(op.results, _reduce_again(final.body, op, loaded, count)))
-    phases = Phases(node)
     for op in node.body.ops:
         if not isinstance(op, Reduction) and not phases.has_r[op]:
             final.body.append(_copy(op, final_map, {}))
     for half in (partial, final):
         erase_dead(half.body)
         set_node_deps(half)
-    return partial, final, temporaries
+    sources = dict(zip(partial.results[len(temporaries) :], stored)) | dict(
+        zip(final.results, kept)
+    )
+    return partial, final, temporaries, sources
 
 
 def _node(node: Node, sizes: list[list[int]], results: list[Value]) -> Node:

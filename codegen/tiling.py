@@ -114,12 +114,21 @@ def _tile_split(node: Operation, nx: int) -> int | None:
 
 
 def is_inner(node: Operation) -> bool:
-    """Whether a reduction reads contiguously along r (else along x only: a column sum)."""
+    """Whether a reduction reads contiguously along r (else along x: a column sum). The accesses
+    that move along both the innermost x dim and r carry the traffic, and they decide by
+    majority (a tie is inner); one the same along that x dim, such as the per-row mean a layer
+    norm's weight gradient reads, is reused across the tile's x axis from cache, and counts
+    only where no access moves along both."""
     nx, nr = (len(s) for s in node.sizes)
-    loads = _accesses(node)
-    if any(_unit_stride(e, nx + nr - 1) for e in loads):
+    if not nx:
         return True
-    return not any(_unit_stride(e, nx - 1) for e in loads) if nx else True
+    rs = {sym(f"p{d}") for d in range(nx, nx + nr)}
+    accesses = _accesses(node)
+    both = [e for e in accesses if sym(f"p{nx - 1}") in e.free_symbols and e.free_symbols & rs]
+    both = both or accesses
+    inner = sum(_unit_stride(e, nx + nr - 1) for e in both)
+    outer = sum(_unit_stride(e, nx - 1) for e in both)
+    return inner >= outer
 
 
 def index_dtype(node: Node, count: IntLike) -> DType:

@@ -65,7 +65,7 @@ _TORCH = {
 }
 
 _HELPER_UNARY = (
-    "expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
+    "neg expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
     "lgamma isinf isfinite signbit relu"
 ).split()
 _HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign nextafter".split()
@@ -75,7 +75,6 @@ _TRITON: dict[str, str] = {
     **{n: f"tl.{n}({{0}})" for n in _TL_UNARY},
     **{n: f"triton_helpers.{n}({{0}})" for n in _HELPER_UNARY},
     **{n: f"triton_helpers.{n}({{0}}, {{1}})" for n in _HELPER_BINARY},
-    "neg": "-{0}",
     "abs": "tl.abs({0})",
     "reciprocal": "1 / {0}",
     "square": "{0} * {0}",

@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from types import CodeType, FrameType
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,15 @@ class MindError(Exception):
         return self.diagnostic.render()
 
 
-def user_stacklevel(packages: tuple[str, ...] = ("mind", "torch", "triton")) -> int:
-    """The `stacklevel` that makes a warning point at the first caller outside `packages` and
-    the standard library: the user's line that compiled or called the code, not mind's."""
+def user_frame(
+    packages: tuple[str, ...] = ("mind", "torch", "triton"),
+    rewritten: Callable[[CodeType], bool] = lambda code: False,
+) -> FrameType | None:
+    """The innermost caller that is the user's line: not in `packages` (by module or folder) or
+    the standard library, not code a package generated (run in a namespace without `__name__`:
+    torch's fx graphs and AOTAutograd's wrappers), and not user code a package `rewrote` and
+    runs itself (Dynamo's bytecode for the user's function: the user's file, at the line it
+    traced, not the line that called it)."""
     ours = tuple(
         {
             os.path.join(os.path.dirname(module.__file__), "")
@@ -107,15 +115,42 @@ def user_stacklevel(packages: tuple[str, ...] = ("mind", "torch", "triton")) -> 
     )
     stdlib = os.path.join(sysconfig.get_paths()["stdlib"], "")
 
-    def internal(filename: str) -> bool:
-        return filename.startswith(ours) or (
-            filename.startswith(stdlib) and "site-packages" not in filename[len(stdlib) :]
+    def internal(frame: FrameType) -> bool:
+        filename, module = frame.f_code.co_filename, frame.f_globals.get("__name__")
+        return (
+            module is None
+            or module.split(".")[0] in packages
+            or filename.startswith(ours)
+            or (filename.startswith(stdlib) and "site-packages" not in filename[len(stdlib) :])
+            or rewritten(frame.f_code)
         )
 
-    frame, level = sys._getframe(1), 1
-    while frame is not None and internal(frame.f_code.co_filename):
-        frame, level = frame.f_back, level + 1
-    return level
+    frame = sys._getframe(1)
+    while frame is not None and internal(frame):
+        frame = frame.f_back
+    return frame
+
+
+def warn_at_user(
+    message: str, category: type[Warning], rewritten: Callable[[CodeType], bool] = lambda c: False
+) -> None:
+    """`warnings.warn` at the user's line (`user_frame`), through the filters and the registry
+    of that line's module, as `warn` does with a stacklevel (which a count of frames cannot
+    give: how many torch puts between the user and mind differs between its versions)."""
+    frame = user_frame(rewritten=rewritten)
+    if frame is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    namespace = frame.f_globals
+    warnings.warn_explicit(
+        message,
+        category,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=namespace["__name__"],
+        registry=namespace.setdefault("__warningregistry__", {}),
+        module_globals=namespace,
+    )
 
 
 @contextmanager

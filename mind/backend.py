@@ -291,9 +291,13 @@ def _static_type(t: TensorType) -> bool:
     return all(isinstance(s, int) for s in (*t.shape, *(t.strides or ())))
 
 
-#: op tags that make a recording wrong: a host sync, or an output shape that depends on data
-#: (collectives are not recorded either)
-_UNRECORDABLE_TAGS = ("data_dependent_output", "dynamic_output_shape", "cudagraph_unsafe")
+#: op tags that make a recording wrong: a host sync that hands the host a value, or an op torch
+#: marks unsafe (collectives are not recorded either)
+_UNRECORDABLE_TAGS = ("data_dependent_output", "cudagraph_unsafe")
+#: an op whose output shape may depend on data (`aten.index.Tensor`, `repeat_interleave`): wrong
+#: to record only where it does, i.e. where a result's size is unbacked (a boolean mask's
+#: `u0`); integer indices give a size known at compile time, and such a gather records
+_DYNAMIC_SHAPE_TAG = "dynamic_output_shape"
 
 
 def _unrecordable(graph: Operation) -> str | None:
@@ -301,6 +305,7 @@ def _unrecordable(graph: Operation) -> str | None:
     recordings are keyed by their values; meta tensors, such as the philox seed a fused attention
     declares, hold no memory), a host sync, a data-dependent shape."""
     tags = {getattr(torch.Tag, t) for t in _UNRECORDABLE_TAGS if hasattr(torch.Tag, t)}
+    dynamic = getattr(torch.Tag, _DYNAMIC_SHAPE_TAG)
     for op in graph.walk():
         for value in [*op.results, *(op.body.args if op.regions else [])]:
             device = getattr(value.type, "device", None)
@@ -310,9 +315,23 @@ def _unrecordable(graph: Operation) -> str | None:
         if is_collective(op):
             return f"'{op.name}' is a collective"
         target = aten.overload(op.name) if op.name.startswith("aten.") else None
-        if target is not None and tags & set(target.tags):
+        if target is None:
+            continue
+        if tags & set(target.tags) or dynamic in target.tags and _data_dependent(op):
             return f"'{op.name}' syncs with the host or has a data-dependent shape"
     return None
+
+
+def _data_dependent(op: Operation) -> bool:
+    """Whether a result's size is unbacked: a symbol only running the op binds (torch names
+    them u0, u1, ...; sizes known from the inputs are s0, s1, ...)."""
+    sizes = [s for r in op.results if isinstance(r.type, TensorType) for s in r.type.shape]
+    return any(
+        str(symbol).startswith("u")
+        for s in sizes
+        if not isinstance(s, int)
+        for symbol in s.free_symbols
+    )
 
 
 def _on_gpu(graph: Operation) -> bool:

@@ -6,12 +6,11 @@ eager for good (a Python float argument that Dynamo wants to turn into a tensor 
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import torch._dynamo.exc
 
-from mind.ir.diagnostics import user_stacklevel
+from mind.runtime.user_line import warn_at_user
 
 #: base classes, by name, found by feature test: both torch 2.11 and 2.14 have them
 _CONTROL_FLOW_NAMES = ("RestartAnalysis", "SkipFrame")
@@ -27,8 +26,7 @@ class MindFallbackWarning(UserWarning):
 def fall_back(graph: str, exc: BaseException, reproducer: Path | None) -> None:
     """Warn once that `graph` runs eagerly, at the user's line that compiled or called it."""
     where = f"reproducer IR: {reproducer}" if reproducer else "no IR was produced"
-    warnings.warn(
+    warn_at_user(
         f"mind: graph '{graph}' runs eagerly: {type(exc).__name__}: {exc} ({where})",
         MindFallbackWarning,
-        stacklevel=user_stacklevel(),
     )

@@ -46,10 +46,7 @@ _EXTRA_DECOMPOSITIONS = (
     "repeat",
     "tril_indices",
     "triu_indices",
-    "max_pool2d_with_indices_backward",
     "_adaptive_avg_pool2d",
-    "adaptive_max_pool2d",
-    "adaptive_max_pool3d",
     "as_strided_copy",
     "ldexp",
     "dist",
@@ -90,9 +87,12 @@ _EXCLUDED = ("_scaled_dot_product_flash_attention_for_cpu",)
 
 @lru_cache(maxsize=1)
 def decompositions() -> dict:
-    """torch's core ATen table, plus the extra rules above, less the excluded ones."""
+    """torch's core ATen table, plus the extra rules above, less the excluded ones; mind's own
+    rules (passes/aten_rules/) over all of them."""
     from torch._decomp import core_aten_decompositions, get_decompositions, remove_decompositions
     from torch._inductor.decomposition import decompositions as inductor_rules
+
+    from .aten_rules import RULES
 
     extra = [t for n in (*_EXTRA_DECOMPOSITIONS, *_BATCH_NORM) if (t := _aten_op(n))]
     excluded = [t for n in _EXCLUDED if (t := _aten_op(n))]
@@ -105,6 +105,7 @@ def decompositions() -> dict:
         if op in ours or getattr(op, "overloadpacket", None) in ours
     )
     remove_decompositions(table, [getattr(t, "default", t) for t in excluded])
+    table.update(RULES)
     return table
 
 

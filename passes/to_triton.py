@@ -32,6 +32,7 @@ from mind.dialects.scheduled import Node
 from mind.dialects.triton import Launch
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
+from mind.ir.printer import print_op
 from mind.ir.types import TensorType
 
 from .manager import Pass, option
@@ -130,7 +131,32 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
         for graph in module.ops:
             name = "call" if single else f"call_{python_name(graph.symbol)}"
             wrappers.append(_WrapperBuilder(self, graph, kernels).build(name))
-        return Module([*kernels, *wrappers])
+        return Module([*_deduplicated(kernels, wrappers), *wrappers])
+
+
+def _deduplicated(kernels: list[Operation], wrappers: list[Operation]) -> list[Operation]:
+    """The kernels less those whose body, arguments and config another has (their names and
+    origins aside), which the launches of the first replace, as Inductor does: a model's
+    repeated layers give the same kernels, and each distinct one is compiled once."""
+    first: dict[str, str] = {}
+    same: dict[str, str] = {}
+    for kernel in kernels:
+        same[kernel.symbol] = first.setdefault(_body_key(kernel), kernel.symbol)
+    if all(k == v for k, v in same.items()):
+        return kernels
+    for wrapper in wrappers:
+        for op in wrapper.body.ops:
+            if isinstance(op, Launch):
+                op.symbol = same[op.symbol]
+                if op.candidates:
+                    op.candidates = [(same[k], c, g) for k, c, g in op.candidates]
+    return [k for k in kernels if same[k.symbol] == k.symbol]
+
+
+def _body_key(kernel: Operation) -> str:
+    config = (kernel.kind, sorted(kernel.constexprs.items()), kernel.num_warps, kernel.num_stages)
+    args = [(a.name, str(a.type)) for a in kernel.body.args]
+    return f"{config}\n{args}\n" + "\n".join(print_op(op) for op in kernel.body.ops)
 
 
 class _WrapperBuilder:

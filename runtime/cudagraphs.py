@@ -27,17 +27,16 @@ shapes past `max_shapes`.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from mind.ir.diagnostics import user_stacklevel
 from mind.ir.logs import channel
 from torch._dynamo.utils import counters
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .launch import reinterpret_tensor
+from .user_line import warn_at_user
 
 log = channel("cudagraphs")
 
@@ -161,10 +160,8 @@ class CudaGraphs:
         self.disabled = reason
         count("unrecorded: disabled")
         log.info("%s: no CUDA graphs: %s", self.name, reason)
-        warnings.warn(
-            f"mind: graph '{self.name}' runs without CUDA graphs: {reason}",
-            MindCudaGraphWarning,
-            stacklevel=user_stacklevel(),
+        warn_at_user(
+            f"mind: graph '{self.name}' runs without CUDA graphs: {reason}", MindCudaGraphWarning
         )
 
     def record(self, recordings: list[Recording], args: list) -> Sequence:

@@ -43,6 +43,11 @@ ALIGNMENT = 16
 #: how a kernel with device asserts compiles (Inductor's options): debug, so that the asserts
 #: stay, without Triton's integer-overflow asserts, which eager never makes
 DEBUG_OPTIONS = {"debug": True, "sanitize_overflow": False}
+#: how every kernel compiles for CUDA: libdevice keeping denormals, as eager's CUDA math does.
+#: Triton's default flushes them to zero (`nvvm-reflect-ftz`), so an f32 denormal reaches
+#: libdevice as 0: lgamma gives inf where eager gives ~100, log10 -inf, asin 0. Inductor keeps
+#: the flush unless `eager_numerics.disable_ftz`. (ROCm's Triton has no such option.)
+EAGER_MATH_OPTIONS = {} if torch.version.hip else {"enable_reflect_ftz": False}
 
 Launcher = Callable[..., None]
 
@@ -142,11 +147,12 @@ def bind(kernel, device: torch.device, signature: tuple, checked: tuple[int, ...
 
 
 def compile_options(kernel) -> dict[str, Any]:
-    """What a kernel compiles with besides its config: `DEBUG_OPTIONS` for one declared
-    `@triton.jit(debug=True)` (it holds device asserts). The bound launcher, the JIT fallback
-    and the compile workers all take them from here, so all compile the same kernel (and find
-    it under the same key in Triton's cache)."""
-    return dict(DEBUG_OPTIONS) if getattr(kernel, "debug", None) else {}
+    """What a kernel compiles with besides its config: `EAGER_MATH_OPTIONS`, and
+    `DEBUG_OPTIONS` for one declared `@triton.jit(debug=True)` (it holds device asserts). The
+    bound launcher, the JIT fallback and the compile workers all take them from here, so all
+    compile the same kernel (and find it under the same key in Triton's cache)."""
+    debug = DEBUG_OPTIONS if getattr(kernel, "debug", None) else {}
+    return {**EAGER_MATH_OPTIONS, **debug}
 
 
 def _hooked() -> bool:

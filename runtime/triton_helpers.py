@@ -111,13 +111,23 @@ def signbit(x):
 
 
 @triton.jit
+def neg(x):
+    """-x with the sign bit flipped, a zero's too: Triton 3.6 builds `-x` as `0 - x`, which
+    leaves +0.0 positive (3.8 negates). A product with -1 is exact (it folds to a negation).
+    Helpers negate floats through here."""
+    if x.dtype.is_floating():
+        return x * -1.0
+    return -x
+
+
+@triton.jit
 def hypot(a, b):
     return tl.sqrt(a * a + b * b)
 
 
 @triton.jit
 def copysign(a, b):
-    return tl.where(signbit(b), -tl.abs(a), tl.abs(a))
+    return tl.where(signbit(b), neg(tl.abs(a)), tl.abs(a))
 
 
 @triton.jit
@@ -347,11 +357,11 @@ if INTERPRET:
 
     @triton.jit
     def sinh(x):
-        return (tl.exp(x) - tl.exp(-x)) * 0.5
+        return (tl.exp(x) - tl.exp(neg(x))) * 0.5
 
     @triton.jit
     def cosh(x):
-        return (tl.exp(x) + tl.exp(-x)) * 0.5
+        return (tl.exp(x) + tl.exp(neg(x))) * 0.5
 
     @triton.jit
     def tanh(x):
@@ -377,7 +387,9 @@ if INTERPRET:
     def pow(a, b):
         magnitude = tl.exp2(b * tl.log2(tl.abs(a)))
         odd = (b - 2.0 * tl.floor(b * 0.5)) == 1.0
-        negative = tl.where(b == tl.floor(b), tl.where(odd, -magnitude, magnitude), float("nan"))
+        negative = tl.where(
+            b == tl.floor(b), tl.where(odd, neg(magnitude), magnitude), float("nan")
+        )
         return tl.where(a < 0, negative, magnitude)
 
     # The inverse circular functions and lgamma are evaluated in f64 whatever the input (numpy
@@ -416,7 +428,7 @@ if INTERPRET:
         """Odd: atan(-x) = -atan(x); a zero gives itself (its sign kept), +-inf gives +-pi/2."""
         x64 = x.to(tl.float64)
         y = _atan_reduced(tl.abs(x64))
-        return tl.where(x64 == 0, x64, tl.where(x64 < 0, -y, y)).to(x.dtype)
+        return tl.where(x64 == 0, x64, tl.where(x64 < 0, neg(y), y)).to(x.dtype)
 
     @triton.jit
     def _atan2(a, b):
@@ -432,7 +444,7 @@ if INTERPRET:
         t = tl.where(ya > xb, 1.5707963267948966 - t, t)
         t = tl.where(signbit(b), 3.141592653589793 - t, t)
         t = tl.where((a != a) | (b != b), float("nan"), t)  # (tl.maximum may drop a NaN)
-        return tl.where(signbit(a), -t, t)
+        return tl.where(signbit(a), neg(t), t)
 
     @triton.jit
     def atan2(a, b):

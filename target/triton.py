@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import keyword
+import math
 import re
 from collections import ChainMap
 from collections.abc import MutableMapping
@@ -186,10 +187,8 @@ def _kernel_op(op: Operation, n: Names) -> str:
         if op.eviction_policy is not None:
             extra += f", eviction_policy={op.eviction_policy!r}"
         return f"tl.load({a[0]} + ({a[1]}){extra})"
-    if kind == "full":  # a bf16 constant is made in f32: Triton's interpreter has none
-        if result.dtype == dt.bf16:
-            return f"tl.full({_shape(result.shape)}, {a[0]}, tl.float32).to(tl.bfloat16)"
-        return f"tl.full({_shape(result.shape)}, {a[0]}, {tl_dtype(result.dtype)})"
+    if kind == "full":
+        return _full(result, a[0], op.args[0])
     if kind == "cast":
         return f"{a[0]}.to({tl_dtype(result.dtype)})"
     if kind == "broadcast_to":
@@ -209,6 +208,17 @@ def _kernel_op(op: Operation, n: Names) -> str:
         fn = REDUCTIONS[op.reduction_type].combine
         return f"triton_helpers.{fn}_with_index({', '.join(a)})"
     raise MindError(f"cannot emit '{op.name}' in a kernel", op.loc)
+
+
+def _full(result, text: str, value) -> str:
+    """A constant block. Triton makes any value equal to 0 its type's null value, +0.0, so -0.0
+    is +0.0 negated; a bf16 constant is made in f32 (Triton's interpreter has none)."""
+    negative_zero = isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0
+    dtype = "tl.float32" if result.dtype == dt.bf16 else tl_dtype(result.dtype)
+    block = f"tl.full({_shape(result.shape)}, {'0.0' if negative_zero else text}, {dtype})"
+    if negative_zero:
+        block = f"triton_helpers.neg({block})"
+    return f"{block}.to(tl.bfloat16)" if result.dtype == dt.bf16 else block
 
 
 def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
@@ -306,11 +316,15 @@ class Host:
     module: Module
     names: Names
     lines: list[str] = field(default_factory=list)
-    #: kernel -> the names of its integer arguments that vary between calls
+    #: kernel -> the names of its integer arguments that vary between calls (in any launch)
     unspecialized: dict[str, list[str]] = field(default_factory=dict)
-    #: per kernel, the launch arguments passed by value (`.item()` of a 0-d CPU tensor)
-    by_value: dict[str, list[int]] = field(default_factory=dict)
-    launchers: dict[str, str] = field(default_factory=dict)
+    #: per launch op, the arguments it passes by value (`.item()` of a 0-d CPU tensor)
+    by_value: dict[Operation, list[int]] = field(default_factory=dict)
+    #: per launch op, its launcher's name
+    launchers: dict[Operation, str] = field(default_factory=dict)
+    #: a binding's text -> its launcher's name: launches of one kernel with the same signature
+    #: share one launcher (a model's repeated layers launch one kernel many times)
+    bound: dict[str, str] = field(default_factory=dict)
     externs: dict[str, str] = field(default_factory=dict)
     devices: dict[str, str] = field(default_factory=dict)
     #: per wrapper value: its alignment
@@ -360,26 +374,35 @@ class Host:
             else:  # a symbolic size: one compiled kernel serves every value
                 varying.append(param.name)
                 signature.append("I64" if dtype_of(param) == dt.i64 else "I32")
-        self.unspecialized[op.symbol] = varying
-        self.by_value[op.symbol] = by_value
-        name = self.names.fresh(f"{op.symbol}_launch")
-        self.launchers[op.symbol] = name
+        known = self.unspecialized.setdefault(op.symbol, [])
+        known += [v for v in varying if v not in known]
+        self.by_value[op] = by_value
         pointers = [a for i, a in enumerate(op.values) if is_tensor(a) and i not in by_value]
         device = pointers[0].type.device
         checks = f"checked={tuple(checked)!r}, " if checked else ""
         head = f"{self.device(device)}, ({', '.join(signature)}{',' if len(signature) == 1 else ''}), {checks}"
         own = {**kernel.constexprs, "num_warps": kernel.num_warps, "num_stages": kernel.num_stages}
         if not op.candidates:
-            self.lines.append(f"{name} = {_bind_call(op.symbol, head, own)}")
-            return
-        candidates = [(op.symbol, own, op.grid), *op.candidates]
-        self.lines.append(f"{name} = tune(")
-        self.lines.append(f"    {_tuning_key(self.module, candidates, signature)!r},")
-        for kernel_name, config, grid in candidates:
-            self.lines.append(f"    ({_bind_call(kernel_name, head, config)}, {tuple(grid)!r}),")
-        extents = tuple(_extent(a.type) for a in pointers)
-        self.lines.append(f"    extents={extents!r},")
-        self.lines.append(")")
+            binding = _bind_call(op.symbol, head, own)
+        else:
+            candidates = [(op.symbol, own, op.grid), *op.candidates]
+            extents = tuple(_extent(a.type) for a in pointers)
+            binding = "\n".join(
+                [
+                    "tune(",
+                    f"    {_tuning_key(self.module, candidates, signature)!r},",
+                    *(
+                        f"    ({_bind_call(kernel_name, head, config)}, {tuple(grid)!r}),"
+                        for kernel_name, config, grid in candidates
+                    ),
+                    f"    extents={extents!r},",
+                    ")",
+                ]
+            )
+        if binding not in self.bound:
+            self.bound[binding] = self.names.fresh(f"{op.symbol}_launch")
+            self.lines.append(f"{self.bound[binding]} = {binding}")
+        self.launchers[op] = self.bound[binding]
 
     def bind_extern(self, op: Operation) -> None:
         if not is_dotted(op.symbol):
@@ -507,10 +530,10 @@ class Call:
         if kind == "launch":
             stream = "None" if self.cuda is None else "stream"
             values = [lit(a) for a in op.values]
-            for i in self.host.by_value[op.symbol]:
+            for i in self.host.by_value[op]:
                 values[i] += ".item()"
             args = [*(lit(g) for g in op.grid), stream, *values]
-            return f"{self.host.launchers[op.symbol]}({', '.join(args)})"
+            return f"{self.host.launchers[op]}({', '.join(args)})"
         if kind == "extern":
             args = [lit(a) for a in op.values] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
             targets = ", ".join(n(r) for r in op.results)

@@ -132,12 +132,16 @@ def assert_same_step(compiled_loss, step, model, reference, x, y, **tol) -> None
         torch.testing.assert_close(got.grad, want.grad, msg=name, **tol)
 
 
-#: the marks of a test module that runs compiled Triton on a CUDA GPU (skipped without one)
-ON_GPU = [
+#: the marks of a test that needs a CUDA GPU (skipped without one)
+NEEDS_GPU = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-    pytest.mark.usefixtures("compiled_for_the_gpu"),
 ]
+#: the marks of a test module that runs compiled Triton on a CUDA GPU
+ON_GPU = [*NEEDS_GPU, pytest.mark.usefixtures("compiled_for_the_gpu")]
+#: the "cuda" parameter of a test that runs on the CPU too (it asks for `compiled_for_the_gpu`
+#: itself when it gets this one)
+CUDA = pytest.param("cuda", marks=NEEDS_GPU)
 
 
 @contextmanager

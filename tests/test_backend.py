@@ -106,6 +106,29 @@ def test_kernel_failing_at_first_call_warns_once_and_runs_eagerly(monkeypatch):
     assert "tl.no_such_op(c)" in warned[0]
 
 
+def seed_twice_over_a_graph_break(a, b, c):
+    out = seed(a, b, c)
+    print(end="")  # a graph break: Dynamo's resume function runs the rest
+    return out * 2
+
+
+def test_first_call_failures_warn_at_the_callers_line(monkeypatch):
+    """Graphs that fail at their first call warn at the line that called the compiled function,
+    past the frames torch runs in between: Dynamo's bytecode for the user's function and its
+    resume function (the user's file, at the lines they traced) and AOTAutograd's generated
+    wrappers (no module)."""
+    monkeypatch.setattr(backend, "generate", lambda *args: BROKEN_SOURCE)
+    inputs = seed_inputs()
+    compiled = torch.compile(seed_twice_over_a_graph_break, backend="mind")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(*inputs)  # the line the warnings name
+    line = inspect.currentframe().f_lineno - 1
+    torch.testing.assert_close(out, seed(*inputs) * 2)
+    warned = [w for w in caught if issubclass(w.category, MindFallbackWarning)]
+    assert [(w.filename, w.lineno) for w in warned] == [(__file__, line)] * 2
+
+
 def test_generated_program_runs(monkeypatch):
     monkeypatch.setattr(backend, "generate", lambda *args: SEED_SOURCE)
     inputs = seed_inputs()

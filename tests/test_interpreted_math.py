@@ -2,7 +2,8 @@
 acos, lgamma; libdevice cannot run in Triton's interpreter): compiled strictly (no fallback) on the
 CPU and compared with eager at its default tolerance over dense grids, magnitudes from the
 smallest denormal to the largest finite and special values, f32 and f64. Special values must be
-eager's exactly, signed zeros included. On a CUDA GPU the same checks run the libdevice copy."""
+eager's exactly, signed zeros included. On a CUDA GPU the same checks run the libdevice copy,
+which kernels compile keeping denormals (as eager's CUDA math)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import warnings
 
 import pytest
 import torch
-from programs import compile_strictly
+from programs import CUDA, compile_strictly
+from triton.language.semantic import TritonSemantic
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -120,6 +122,37 @@ def test_atan2_against_eager(dtype):
     _same_bits(got_special, sa.atan2(sb))
 
 
+def _zero_minus(self, x):
+    """Unary minus as Triton before 3.8 builds it: 0 - x, which leaves +0.0 positive."""
+    zero = self.builder.get_null_value(x.type.scalar.to_ir(self.builder))
+    return self.sub(self.tensor(zero, x.type.scalar), x, True)
+
+
+#: where the kernels run: interpreted with Triton's `-x`, interpreted with `-x` as Triton 3.6
+#: builds it, and compiled for a GPU by the Triton installed
+RUNS = ["interpreted", "interpreted_zero_minus_x", CUDA]
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.bfloat16], ids=str)
+def test_signed_zeros_whatever_triton_makes_of_unary_minus(dtype, run, request, monkeypatch):
+    """neg, copysign, atan2, a product with -0.0 and a -0.0 constant give eager's sign bits on
+    every special pair, whether Triton builds `-x` as a negation or as 0 - x (3.6): kernels and
+    helpers negate through `triton_helpers.neg`, and a -0.0 constant is made as +0.0 negated
+    (Triton makes any constant equal to 0 its null value, +0.0)."""
+    if run == "interpreted_zero_minus_x":
+        monkeypatch.setattr(TritonSemantic, "minus", _zero_minus)
+    if run == "cuda":
+        request.getfixturevalue("compiled_for_the_gpu")
+    a, b = _special_pairs(dtype, "cuda" if run == "cuda" else "cpu")
+
+    def fn(a, b):
+        return -a, a.copysign(b), a.atan2(b), a * -0.0, torch.where(a > 0, a, -0.0)
+
+    for got, want in zip(compile_strictly(fn, a, b), fn(a, b)):  # (inf * -0.0: numpy warns)
+        _same_bits(got, want)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("p", [1, 3, 5])
 def test_mvlgamma_against_eager(p, dtype):
@@ -160,3 +193,39 @@ def test_libdevice_copy_on_the_gpu(dtype):
         torch.testing.assert_close(g, w, equal_nan=True)
     for g, w in zip(got[-2:], fn(xs, a, b)[-2:]):
         _same_bits(g, w)
+
+
+#: math that the compiled helpers take from libdevice, on inputs where it is about the input or
+#: its log: a denormal flushed to zero would show (0 for x, inf or -inf for the log)
+DENORMAL_MATH = {
+    "expm1": torch.expm1,
+    "log1p": torch.log1p,
+    "log10": torch.log10,
+    "tan": torch.tan,
+    "sinh": torch.sinh,
+    "tanh": torch.tanh,
+    "asinh": torch.asinh,
+    "atanh": torch.atanh,
+    "asin": torch.asin,
+    "atan": torch.atan,
+    "atan2": lambda x: torch.atan2(x, torch.ones_like(x)),
+    "lgamma": torch.lgamma,
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.usefixtures("compiled_for_the_gpu")
+def test_libdevice_keeps_f32_denormals_on_the_gpu():
+    """Kernels compile with libdevice keeping denormals (Triton's default flushes them, and
+    Inductor keeps that): every denormal magnitude gives eager's value, to eager's relative
+    tolerance and one denormal step (a flushed input is 0 where the value is the input)."""
+    info = torch.finfo(torch.float32)
+    step = info.smallest_normal * info.eps
+    x = _magnitudes(torch.float32, step, info.smallest_normal).cuda()
+    got = compile_strictly(lambda x: [fn(x) for fn in DENORMAL_MATH.values()], x)
+    wrong = []
+    for (name, fn), g in zip(DENORMAL_MATH.items(), got):
+        if not torch.allclose(g, fn(x), atol=step, rtol=1.3e-6, equal_nan=True):
+            wrong.append(name)
+    assert wrong == []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from programs import no_fallback
+from programs import CUDA, no_fallback
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -35,6 +35,12 @@ def _strided(*shape):
 
 def _ints(*shape, dtype=torch.int64):
     return torch.randint(-50, 50, shape, dtype=dtype)
+
+
+def _with_nans(x, *positions):
+    for p in positions:
+        x[p] = float("nan")
+    return x
 
 
 def _nonzero_ints(*shape):
@@ -105,8 +111,8 @@ CASES = {
         lambda x, i, s: x.index_reduce(0, i, s, "mean"),
         lambda: (_randn(5, 3), torch.tensor([0, 4, 2, 0, 4, 4]), _randn(6, 3)),
     ),
-    "index_add_of_a_constant": (  # an atomic add of a broadcast value, interpreted
-        lambda x, i: torch.ones_like(x).index_add(0, i, torch.ones(6, 3)),
+    "index_add_of_a_constant": (  # an atomic add of a constant made in the graph, on x's device
+        lambda x, i: torch.ones_like(x).index_add(0, i, torch.ones(6, 3, device=x.device)),
         lambda: (_randn(5, 3), torch.tensor([0, 4, 2, 0, 4, 4])),
     ),
     "put_accumulate": (
@@ -196,20 +202,23 @@ CASES = {
         lambda x: F.adaptive_max_pool3d(x, 1, return_indices=True),
         lambda: (_randn(2, 3, 4, 5, 3),),
     ),
+    "adaptive_max_pool2d_global_nans": (  # several NaNs in a window: the last one's index
+        lambda x: F.adaptive_max_pool2d(x, 1, return_indices=True),
+        lambda: (_with_nans(_randn(4, 7, 9), (0, 1, 2), (0, 5, 3), (1, 6, 8)),),
+    ),
+    "adaptive_max_pool1d_global_bf16": (
+        lambda x: F.adaptive_max_pool1d(x, 1, return_indices=True),
+        lambda: (_randn(2, 3, 40, dtype=torch.bfloat16),),
+    ),
+    "adaptive_max_pool2d_even_wide": (  # 5 x 5 windows: max pooling's 25 taps
+        lambda x: F.adaptive_max_pool2d(x, 2, return_indices=True),
+        lambda: (_randn(2, 3, 10, 10),),
+    ),
 }
 
 
 #: every case runs on the CPU (Triton's interpreter) and, with a GPU, compiled for CUDA
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.gpu,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-        ],
-    ),
-]
+DEVICES = ["cpu", CUDA]
 
 
 def on_device(device: str, request, tree):
@@ -224,6 +233,10 @@ def on_device(device: str, request, tree):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", CASES)
 def test_matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch):
+    matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch)
+
+
+def matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     fn, make = CASES[name]
     args = on_device(device, request, make())
     want = fn(*args)
@@ -257,6 +270,11 @@ def test_lcm_keeps_gcd_in_aten_as_inductor(tmp_path, monkeypatch):
 BACKWARD = {
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), (2, 3, 9, 11)),
     "max_pool2d_overlap_ceil": (lambda x: F.max_pool2d(x, 3, 1, ceil_mode=True), (1, 2, 7, 8)),
+    "max_pool2d_unbatched_bf16": (  # accumulated in f32 (windows apart: eager's sums are exact)
+        lambda x: F.max_pool2d(x.to(torch.bfloat16), 2, 3, 1).float(),
+        (3, 8, 10),
+    ),
+    "max_pool3d_overlap": (lambda x: F.max_pool3d(x, 3, 2, 1), (1, 2, 5, 6, 7)),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (2, 3, 9, 11)),
     "avg_pool2d_ceil_no_pad_count": (
         lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
@@ -275,6 +293,10 @@ BACKWARD = {
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", BACKWARD)
 def test_backward_in_own_kernels(name, device, request, tmp_path, monkeypatch):
+    backward_in_own_kernels(name, device, request, tmp_path, monkeypatch)
+
+
+def backward_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     fn, shape = BACKWARD[name]
     x = on_device(device, request, torch.randn(shape)).requires_grad_()
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
@@ -287,6 +309,78 @@ def test_backward_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     torch.testing.assert_close(got, x.grad)
     backward = "\n".join(p.read_text() for p in tmp_path.glob("*backward*.py"))
     assert "@triton.jit" in backward and "torch.ops.aten" not in backward
+
+
+#: ops that torch 2.11's decomposition table has no rule for (2.14's has some): mind's own
+#: rules (passes/aten_rules/) decompose them on either
+TORCH_VERSION_RULES = (
+    torch.ops.aten.adaptive_max_pool2d,
+    torch.ops.aten.adaptive_max_pool3d,
+    torch.ops.aten.max_pool2d_with_indices_backward,
+    torch.ops.aten.max_pool3d_with_indices_backward,
+)
+
+
+@pytest.fixture
+def torch_without_pooling_rules(monkeypatch):
+    """torch's decomposition table as torch 2.11's: no rule for `TORCH_VERSION_RULES`."""
+    from mind.passes.to_aten import decompositions
+
+    for packet in TORCH_VERSION_RULES:
+        for overload in packet.overloads():
+            table = torch._decomp.decomposition_table
+            monkeypatch.delitem(table, getattr(packet, overload), raising=False)
+    decompositions.cache_clear()
+    yield
+    decompositions.cache_clear()
+
+
+@pytest.mark.usefixtures("torch_without_pooling_rules")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "adaptive_max_pool3d_global",
+        "adaptive_max_pool2d_global_nans",
+        "adaptive_max_pool1d_global_bf16",
+        "adaptive_max_pool2d_even_wide",
+    ],
+)
+def test_without_torchs_pooling_rules_in_own_kernels(name, request, tmp_path, monkeypatch):
+    matches_eager_in_own_kernels(name, "cpu", request, tmp_path, monkeypatch)
+
+
+@pytest.mark.usefixtures("torch_without_pooling_rules")
+@pytest.mark.parametrize("name", [n for n in BACKWARD if n.startswith("max_pool")])
+def test_without_torchs_pooling_rules_backward_in_own_kernels(name, request, tmp_path, monkeypatch):
+    backward_in_own_kernels(name, "cpu", request, tmp_path, monkeypatch)
+
+
+def test_every_rule_mind_names_is_in_this_torchs_table():
+    """The torch rules mind asks for by name are in its table on this torch (one that lacks a
+    rule leaves the op to ATen, and its 'own kernels' tests fail only where that torch runs):
+    run on each torch mind supports, this lists what a version lacks."""
+    from mind.passes import to_aten
+
+    table = to_aten.decompositions()
+    names = (*to_aten._EXTRA_DECOMPOSITIONS, *to_aten._INDUCTOR_RULES, *to_aten._BATCH_NORM)
+    missing = []
+    for name in names:
+        op = to_aten._aten_op(name)  # (None: this torch has no such op, which never shows)
+        overloads = [getattr(op, o) for o in op.overloads()] if hasattr(op, "overloads") else [op]
+        if op is not None and not any(o in table for o in overloads):
+            missing.append(name)
+    assert missing == []
+
+
+@pytest.mark.usefixtures("torch_without_pooling_rules")
+def test_adaptive_max_pool_to_an_empty_output_compiles():
+    """An output size of 0 gives eager's empty values and indices (the unrolled lowering
+    would divide by it)."""
+    x = _randn(2, 3, 4, 5)
+    fn = lambda x: F.adaptive_max_pool2d(x, (0, 2), return_indices=True)  # noqa: E731
+    with no_fallback():
+        got = torch.compile(fn, backend="mind")(x)
+    assert [(t.shape, t.dtype) for t in got] == [(t.shape, t.dtype) for t in fn(x)]
 
 
 def test_extern_naming_a_device_compiles(tmp_path, monkeypatch):

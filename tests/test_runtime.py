@@ -152,13 +152,14 @@ def test_kernel_error_shows_source_and_origin(tmp_path):
 def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_path, monkeypatch):
     """A kernel with a device assert is `@triton.jit(debug=True)`; the loader's binding and a
     compile worker's (which runs the same source) compile it with Inductor's options, the same
-    ones (Triton's cache key), and a kernel without asserts with neither."""
+    ones (Triton's cache key), and a kernel without asserts with neither; every kernel with
+    libdevice keeping denormals."""
     from pathlib import Path
 
     from mind.parser import parse
     from mind.passes import run_pipeline
     from mind.runtime import compile_pool
-    from mind.runtime.launch import DEBUG_OPTIONS, Binding, deferred
+    from mind.runtime.launch import DEBUG_OPTIONS, EAGER_MATH_OPTIONS, Binding, deferred
     from mind.target.triton import emit
 
     from mind.options import PIPELINE
@@ -182,6 +183,7 @@ def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_p
     (asserting,) = [name for name in loader_options if "embedding" in name]
     assert loader_options[asserting].items() >= DEBUG_OPTIONS.items()
     assert all("debug" not in o for name, o in loader_options.items() if name != asserting)
+    assert all(o.items() >= EAGER_MATH_OPTIONS.items() for o in loader_options.values())
 
 
 def test_cuda_graphs_count_how_each_call_went():
@@ -237,3 +239,30 @@ def test_what_a_cuda_graph_records():
     assert _unrecordable(parse(RECORDED_INPUTS).ops[0]) is None
     on_cpu = RECORDED_INPUTS.replace("%s: f32[][]cpu", "%s: f32[2][1]cpu")
     assert _unrecordable(parse(on_cpu).ops[0]) == "'%s' is on cpu"
+
+
+GATHERS = """aten.graph @g(%a: f32[6, 4][4, 1]cuda:0, %i: i64[3][1]cuda:0, %m: b8[6][1]cuda:0) {
+  %index = aten.index.Tensor(%a, [%i]) : f32[3, 4][4, 1]cuda:0
+  %masked = aten.index.Tensor(%a, [%m]) : f32[u0, 4][4, 1]cuda:0
+  aten.output(%index, %masked)
+}"""
+
+
+def test_a_gather_records_unless_its_size_depends_on_data():
+    """`aten.index.Tensor` is tagged as having a data-dependent shape; with integer indices its
+    size is known, and only a boolean mask's unbacked size (u0) makes a recording wrong."""
+    from mind.parser import parse
+
+    from mind.backend import _unrecordable
+
+    masked = parse(GATHERS).ops[0]
+    assert (
+        _unrecordable(masked)
+        == "'aten.index.Tensor' syncs with the host or has a data-dependent shape"
+    )
+    gather = parse(
+        GATHERS.replace(
+            "  %masked = aten.index.Tensor(%a, [%m]) : f32[u0, 4][4, 1]cuda:0\n", ""
+        ).replace("%index, %masked", "%index")
+    )
+    assert _unrecordable(gather) is None

@@ -99,6 +99,28 @@ def test_split_keeps_the_epilogue():
     close(run(fn, x, pipeline=SPLIT), fn(x.double()), 1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_stores_what_it_computes_along_r(dtype, tmp_path, monkeypatch):
+    """A layer norm's backward shape: a gradient stored along r and two column sums of it (a
+    bias's, and a weight's with per-row statistics read along r). It splits: the partial
+    kernel stores the gradient, every element once, beside the partial sums."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+
+    def fn(a, b, w, mean, rstd):
+        g = (a + b) * w
+        return g, g.sum(0), (g * (a - mean[:, None]) * rstd[:, None]).sum(0)
+
+    # positive terms: sums far from 0, where bf16 rounding of the terms stays relative
+    a, b = (torch.rand(512, 64).to(dtype) for _ in range(2))
+    w, mean, rstd = torch.rand(64).to(dtype), torch.rand(512) - 1, torch.rand(512)
+    want = fn(*(t.double() for t in (a, b, w, mean, rstd)))
+    close(
+        run(fn, a, b, w, mean, rstd, pipeline=SPLIT), want, 1e-4 if dtype == torch.float32 else 3e-2
+    )
+    (text,) = [p.read_text() for p in tmp_path.glob("*_forward.*.triton")]
+    assert text.count("triton.launch") == 2
+
+
 def test_split_factor_is_inductors():
     """Inductor's reduction_split_factor on an H200 (132 SMs), by hand: a 2**26 sum splits into
     512 parts, an 8192 x 8192 column sum into 16; many rows or short rows do not split."""

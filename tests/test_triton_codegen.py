@@ -365,3 +365,23 @@ def test_a_cast_to_bf16_rounds_to_nearest_even():
     with no_fallback():
         got = torch.compile(lambda x: x.bfloat16(), backend="mind")(x)
     torch.testing.assert_close(got, x.bfloat16(), rtol=0, atol=0, equal_nan=True)
+
+
+def test_repeated_layers_share_one_kernel(tmp_path, monkeypatch):
+    """Three identical layers (matmul, then relu, scale and softmax fused): one kernel, compiled
+    and bound once, launched three times; eager's numbers."""
+    import re
+
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+
+    def layers(x, ws):
+        for w in ws:
+            x = torch.softmax(torch.relu(x @ w) * 2 + 1, -1)
+        return x
+
+    x, ws = torch.randn(8, 16), [torch.randn(16, 16) for _ in range(3)]
+    torch.testing.assert_close(torch.compile(layers, backend="mind")(x, ws), layers(x, ws))
+    (source,) = [p.read_text() for p in tmp_path.glob("*_forward.*.py")]
+    assert source.count("@triton.jit") == 1
+    assert len(re.findall(r"^\w+_launch = bind\(", source, re.M)) == 1
+    assert len(re.findall(r"^\s+\w+_launch\(", source, re.M)) == 3

@@ -3,8 +3,8 @@ window, its taps unrolled in one pointwise body when the window is small (Induct
 and a reduction over the window otherwise, out-of-bounds taps masked loads of 0; its backward
 gathers from the windows that cover each input position. Max pooling and adaptive max pooling
 (its general case) unroll the window into two pointwise nodes, values and positions. Max
-pooling's backward and the even or global adaptive cases decompose (passes/to_aten.py) to
-scatters, reductions and gathers lowered elsewhere."""
+pooling's backward and the empty, global and even adaptive cases decompose (mind's own rules,
+passes/aten_rules/) to a scatter-add, reductions and max pooling."""
 
 from __future__ import annotations
 
@@ -201,9 +201,9 @@ def avg_pool_backward(ctx, grad, x, kernel_size, stride, padding, ceil_mode,
 
 @register_lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
 def adaptive_max_pool(ctx, x, output_size):
-    """The general case (torch's rule takes even and global ones), as Inductor lowers it: the
-    largest window's taps unrolled, each masked past its own window's end, the values and the
-    flat positions of their maxima as two pointwise nodes. NaN wins, as in eager."""
+    """The general case (mind's rule takes empty, global and even ones), as Inductor lowers
+    it: the largest window's taps unrolled, each masked past its own window's end, the values
+    and the flat positions of their maxima as two pointwise nodes. NaN wins, as in eager."""
     values, indices = ctx.outs
     n = len(output_size)
     sizes = x.type.shape[-n:]
