@@ -107,6 +107,8 @@ def split_point(node: Node, options: Options) -> SplitPoint | None:
         for op in node.body.ops
     ):
         return None  # values stored along r after a reduction, or a row taken in order (a scan)
+    if not any(isinstance(op, Store) and phases.level[op] > 0 for op in node.body.ops):
+        return None  # no reduced value is stored: the second kernel would write nothing
     wanted = split_factor(math.prod(xs), math.prod(rs), is_inner(node), options.sm_count)
     if wanted <= 1:
         return None

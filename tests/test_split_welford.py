@@ -130,3 +130,25 @@ def test_split_factor_is_inductors():
     assert split_factor(16384, 4096, True, 132) == 1
     assert split_factor(1, 8192, True, 132) == 1
     assert split_factor(100, 32, False, 132) == 1
+
+
+def test_a_node_storing_no_reduced_value_is_not_split():
+    """Its reductions are dead (it stores only along r): a split's second kernel would write
+    nothing, and have no buffer to launch on (found by the fuzzer)."""
+    from mind.passes import run_pipeline
+    from mind.target.triton import emit
+
+    import mind
+
+    text = """scheduled.graph @column_mean(%arg0_1: bf16[8192, 64][64, 1]cuda:0) {
+  %buf0 = scheduled.node @op0 {sizes = ([64], [8192]), device = cuda:0, origins = ["mean"], writes = [(%buf0, c0, {c0: 64})], met = [], unmet = []} : bf16[64][1]cuda:0 {
+    %0 = scheduled.load(%arg0_1, p0 + 64*p1) : bf16
+    %1 = scheduled.cast(%0) : f32
+    %2 = scheduled.reduction(%1) {reduction_type = "sum"} : f32
+    scheduled.store(%buf0, p0, %0)
+  }
+  scheduled.output(%buf0)
+}
+"""  # noqa: E501
+    source = emit(run_pipeline(mind.parse(text), "to-triton"))
+    assert source.count("@triton.jit") == 1
