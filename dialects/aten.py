@@ -102,8 +102,10 @@ def _resolve(name: str) -> OpDef | None:
     )
 
 
-#: a Tensor argument: an SSA value, or a number the dispatcher wraps (`aten.mul.Tensor(%x, 2)`)
-_TENSOR = value() | NUMBER
+#: a Tensor argument: an SSA value, a number the dispatcher wraps (`aten.mul.Tensor(%x, 2)`),
+#: or none, which torch's argument parser passes as an undefined tensor (AOTAutograd's graphs
+#: pass one for an output a forward did not compute: cuDNN attention's `cum_seq_q` on torch 2.11)
+_TENSOR = value() | NUMBER | NONE
 #: an int argument (a dim, a size): an integer, an index expression or an SSA value (a SymInt)
 _INT = INDEX | value()
 #: what a Tensor result is typed: a tensor (or `!none` where an output is not computed)
