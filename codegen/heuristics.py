@@ -23,6 +23,9 @@ from mind.ir.symbols import IntLike, as_int_like
 
 #: rows up to this many elements reduce in registers (Inductor's persistent-reduction limit)
 PERSISTENT_MAX = 1024
+#: the same limit for a reduction along strided memory (a column sum): a row held whole leaves
+#: few columns per program, so its loads are short segments far apart (Inductor's limit too)
+OUTER_PERSISTENT_MAX = 64
 #: the widest R0_BLOCK of a looped reduction
 MAX_R_BLOCK = 2048
 #: the most warps a looped reduction's program gets
@@ -75,6 +78,10 @@ def _reduction(xblock: int, rblock: int, max_warps: int = MAX_WARPS) -> LaunchCo
 
 def persistent_config(xnumel: int, rnumel: int, inner: bool) -> LaunchConfig:
     rblock = next_power_of_2(rnumel)
+    if inner and 256 <= rblock <= 1024 and xnumel // 8 >= 128:
+        # one warp a program, up to 1024 elements (of 1 to 4 rows): its reductions are warp
+        # shuffles, no shared memory and no barrier (Inductor's CUDA config for such rows)
+        return LaunchConfig({"XBLOCK": min(1024 // rblock, 8), "R0_BLOCK": rblock}, 1)
     budget = 256 if inner else 4096
     fits = [x for x in (1, 8, 32, 128) if x * rblock <= budget and x <= next_power_of_2(xnumel)]
     return _reduction(max(fits, default=1), rblock)

@@ -1,5 +1,5 @@
-"""The persistent-reduction strategy: a row that fits (at most `persistent-max` elements) is
-reduced in registers, R0_BLOCK covering it whole. The body's phases (work that depends on k
+"""The persistent-reduction strategy: a row that fits (at most `persistent-max` elements, or
+`OUTER_PERSISTENT_MAX` for a reduction along strided memory) is reduced in registers, R0_BLOCK covering it whole. The body's phases (work that depends on k
 earlier reductions, see phases.py) run one after the other; what varies along r is recomputed
 in each phase that needs it."""
 
@@ -9,19 +9,23 @@ from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction
 
 from .accumulators import accumulator
-from .heuristics import persistent_candidates, persistent_config
+from .heuristics import OUTER_PERSISTENT_MAX, persistent_candidates, persistent_config
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .scans import holds_row
-from .tiling import Tiling, reduction_tiling, row_size
+from .tiling import Tiling, is_inner, reduction_tiling, row_size
 
 
 class Persistent(Strategy):
     name, prefix = "persistent_reduction", "per"
 
     def applies(self, node: Node, options: Options) -> bool:
-        rows = bool(node.sizes[1])
-        return rows and (row_size(node) <= options.persistent_max or holds_row(node))
+        if not node.sizes[1]:
+            return False
+        if holds_row(node):
+            return True
+        limit = options.persistent_max
+        return row_size(node) <= (limit if is_inner(node) else min(limit, OUTER_PERSISTENT_MAX))
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         return reduction_tiling(node, persistent_config)
