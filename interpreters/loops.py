@@ -133,9 +133,17 @@ def index_value(expr: Any, env: Bindings) -> Any:
 
 # -- body ops -----------------------------------------------------------------------------------
 
+
+def _torch_function(name: str) -> Callable:
+    """`torch.<name>`, or for `fn.field` the field of what `torch.<fn>` returns (`frexp.exponent`)."""
+    fn_name, _, field = name.partition(".")
+    fn = getattr(torch, fn_name)
+    return (lambda *xs: getattr(fn(*xs), field)) if field else fn
+
+
 #: scalar op name -> the torch function computing it elementwise (the table's reference)
 SCALAR_FUNCTIONS: dict[str, Callable] = {
-    name: getattr(torch, spec.torch) for name, spec in SCALAR_OPS.items()
+    name: _torch_function(spec.torch) for name, spec in SCALAR_OPS.items()
 }
 
 

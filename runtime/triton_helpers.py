@@ -152,6 +152,42 @@ def nextafter(a, b):
 
 
 @triton.jit
+def frexp(x):
+    """torch.frexp of an f32 or f64 `x`, read from its bits (exact, and one form for both modes:
+    the interpreter has no libdevice ilogb/ldexp): x = mantissa * 2**exponent with |mantissa|
+    in [0.5, 1); a subnormal is first scaled into the normal range; zeros, infinities and NaN
+    keep x, with exponent 0."""
+    width: tl.constexpr = x.dtype.primitive_bitwidth
+    bits_type: tl.constexpr = tl.core.get_int_dtype(bitwidth=width, signed=True)
+    mantissa_bits: tl.constexpr = 52 if width == 64 else 23
+    exponent_mask: tl.constexpr = (1 << (width - 1 - mantissa_bits)) - 1
+    half: tl.constexpr = exponent_mask // 2 - 1  # the biased exponent of [0.5, 1)
+    lift: tl.constexpr = mantissa_bits + 2  # 2**lift makes every subnormal normal
+    smallest_normal: tl.constexpr = 2.0 ** (-half)
+    subnormal = tl.abs(x) < smallest_normal
+    scaled = tl.where(subnormal, tl.where(subnormal, x, 0.0) * (2.0**lift), x)
+    bits = scaled.to(bits_type, bitcast=True)
+    biased = (bits >> mantissa_bits) & exponent_mask
+    exponent = biased - half - tl.where(subnormal, lift, 0)
+    kept = bits & ~(exponent_mask << mantissa_bits)
+    mantissa = (kept | (half << mantissa_bits)).to(x.dtype, bitcast=True)
+    special = (x == 0) | (x != x) | isinf(x)
+    return tl.where(special, x, mantissa), tl.where(special, 0, exponent).to(tl.int32)
+
+
+@triton.jit
+def frexp_mantissa(x):
+    mantissa, _ = frexp(x)
+    return mantissa
+
+
+@triton.jit
+def frexp_exponent(x):
+    _, exponent = frexp(x)
+    return exponent
+
+
+@triton.jit
 def trunc(x):
     return tl.where(x < 0, tl.ceil(x), tl.floor(x))
 

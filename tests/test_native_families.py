@@ -1,7 +1,9 @@
 """Op families Inductor generates kernels for, that mind ran as ATen calls before: activations and
-pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter),
+pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter,
+frexp),
 pooling (max, average, adaptive; average and max backward), indexing and creation (flip, rot90,
-roll, repeat, tril_indices, linspace, eye), scatters into slices and diagonals, copies, unfold and
+roll, repeat, tril_indices, linspace, eye), scatters into slices, diagonals and strided views,
+copies, unfold and
 fold, grid_sample. Each runs through mind's own kernels, with no fallback, against eager: several
 shapes (odd sizes, strided inputs), dtypes (f32, bf16, ints)."""
 
@@ -66,6 +68,11 @@ CASES = {
         torch.nextafter,
         lambda: (_randn(6, 7, dtype=torch.bfloat16), _randn(6, 7, dtype=torch.bfloat16)),
     ),
+    "frexp_strided": (torch.frexp, lambda: (_strided(5, 7) * 1e3,)),
+    "frexp_fused_with_consumers": (  # both parts in one kernel with what reads them
+        lambda x: (lambda m, e: m * e + e)(*torch.frexp(x * 3)),
+        lambda: (_randn(6, 9),),
+    ),
     "round_decimals": (lambda x: torch.round(x * 100, decimals=2), lambda: (_randn(9, 7),)),
     "round_neg_decimals": (lambda x: torch.round(x * 1e4, decimals=-3), lambda: (_randn(31),)),
     "flip": (lambda x: torch.flip(x, (0, 2)), lambda: (_randn(3, 4, 5),)),
@@ -97,6 +104,14 @@ CASES = {
     "diagonal_scatter_below_int": (
         lambda x, y: torch.diagonal_scatter(x, y, -2),
         lambda: (_ints(6, 5), _ints(4)),
+    ),
+    "as_strided_scatter": (
+        lambda x, y: torch.as_strided_scatter(x, y, (3, 2), (4, 1), 2),
+        lambda: (_randn(4, 6), _randn(3, 2)),
+    ),
+    "as_strided_scatter_transposed_int": (  # the copy keeps x's layout: positions follow it
+        lambda x, y: torch.as_strided_scatter(x, y, (2, 3, 2), (12, 1, 5), 1),
+        lambda: (_ints(6, 5).t(), _ints(2, 3, 2)),
     ),
     "ldexp": (torch.ldexp, lambda: (_randn(5, 6), torch.randint(-4, 5, (5, 6)))),
     "angle": (torch.angle, lambda: (torch.tensor([-2.0, 0.0, 3.0, float("nan"), -0.0]),)),
@@ -264,6 +279,17 @@ def test_lcm_keeps_gcd_in_aten_as_inductor(tmp_path, monkeypatch):
     assert "@triton.jit" in source and "aten.gcd" in source
 
 
+def test_as_strided_scatter_into_a_layout_with_gaps_stays_in_aten(tmp_path, monkeypatch):
+    """Eager's copy keeps the gaps of a strided self, and positions in them are written and
+    lost: no index maps them, so it runs in ATen (with eager's answer and strides)."""
+    x, y = _strided(5, 6), _randn(4)
+    fn = lambda x, y: torch.as_strided_scatter(x, y, (4,), (7,), 3)  # noqa: E731
+    got, source = compiled(fn, x, y, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    want = fn(x, y)
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride() and "aten.as_strided_scatter" in source
+
+
 #: name -> (fn, input shape); the backward runs in mind's own kernels too (max pooling's as a
 #: scatter_add of the gradient at the forward's indices, average pooling's as a gather over the
 #: windows that cover each input position)
@@ -417,6 +443,28 @@ def test_symbolic_shapes_compile_once(fn):
             x = torch.randn(shape)
             torch.testing.assert_close(compiled_fn(x), fn(x))
     assert counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
+)
+def test_frexp_is_exact(dtype, tmp_path, monkeypatch):
+    """frexp splits the bits: signed zeros, infinities, NaN, the largest and smallest normal and
+    subnormal magnitudes and random values give eager's mantissa bits and exponent exactly. Not
+    bf16 subnormals on the CPU: Triton's interpreter casts them to f32 wrongly (any kernel)."""
+    info = torch.finfo(dtype)
+    values = [0.0, -0.0, 1.0, -0.75, info.max, -info.max, info.tiny, -info.tiny * 3]
+    values += [float("inf"), float("-inf"), float("nan")]
+    if dtype != torch.bfloat16:
+        values += [info.smallest_normal / 8 * 5, -info.smallest_normal * info.eps]  # subnormal
+    x = torch.cat([torch.tensor(values, dtype=dtype), torch.randn(300, dtype=dtype) * 1e3])
+    got, source = compiled(torch.frexp, x, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    want = torch.frexp(x)
+    assert "torch.ops.aten" not in source and source.count("@triton.jit") == 1
+    assert got.exponent.dtype == torch.int32 and torch.equal(got.exponent, want.exponent)
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+    same = (got.mantissa.view(bits) == want.mantissa.view(bits)) | want.mantissa.isnan()
+    assert bool(same.all()), (x[~same], got.mantissa[~same], want.mantissa[~same])
 
 
 @pytest.mark.parametrize(

@@ -198,3 +198,19 @@ def prims_div(ctx, x, y):
     """prims' division (torch's references use it, `lcm`): true division for floats, rounded
     toward zero for integers, as C divides."""
     return div(ctx, x, y, rounding_mode=None if ctx.out.dtype.is_floating_point else "trunc")
+
+
+@register_lowering(aten.frexp, torch.ops.prims.frexp)
+def frexp(ctx, x):
+    """Two pointwise nodes, the mantissa and the i32 exponent, as Inductor's lowering makes them
+    (they fuse into one kernel); f16 and bf16 split in f32, exactly (their subnormals are normal
+    there)."""
+    compute = dt.upcast(x.type.dtype)
+
+    def part(name: str):
+        return lambda b, idx: getattr(b, name)(b.cast(b.load(x, idx), compute))
+
+    return [
+        ctx.pointwise(t.dtype, t.shape, part(name))
+        for t, name in zip(ctx.outs, ("frexp_mantissa", "frexp_exponent"))
+    ]
