@@ -5,7 +5,7 @@ the triton dialect on blocks; the lowering builds them by name, the evaluator co
 
 A row: the arity; the result's dtype where it is fixed (b8 for a predicate, i32 for an
 exponent), else the operands'; the torch function that computes it elementwise (the evaluator's
-reference; `frexp.exponent` names a field of what `torch.frexp` returns); the Python the Triton
+reference, a name under `torch`; `frexp:exponent` names a field of what `torch.frexp` returns); the Python the Triton
 emitter writes, over the operand names `{0}, {1}, {2}`; whether an integer zero divisor raises
 in eager (on CPU: a kernel there asserts it is nonzero). Math without a `tl` builtin calls `triton_helpers` (mind.runtime), which
 maps it to libdevice on a GPU and to `tl` primitives in the interpreter.
@@ -44,7 +44,7 @@ _ROWS = [
     *_rows(
         "neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh "
         "cosh tanh asinh acosh atanh sigmoid erf erfc relu floor ceil round trunc sign reciprocal "
-        "square bitwise_not lgamma frexp_mantissa",
+        "square bitwise_not lgamma frexp_mantissa i0 i1 j0 j1 y0 y1 erfcx erfinv",
         1,
     ),
     *_rows("logical_not isnan isinf isfinite signbit", 1, result=dt.b8),
@@ -65,13 +65,19 @@ _TORCH = {
     "mod": "remainder",
     "lshift": "bitwise_left_shift",
     "rshift": "bitwise_right_shift",
-    "frexp_mantissa": "frexp.mantissa",
-    "frexp_exponent": "frexp.exponent",
+    "frexp_mantissa": "frexp:mantissa",
+    "frexp_exponent": "frexp:exponent",
+    "i1": "special.i1",
+    "j0": "special.bessel_j0",
+    "j1": "special.bessel_j1",
+    "y0": "special.bessel_y0",
+    "y1": "special.bessel_y1",
+    "erfcx": "special.erfcx",
 }
 
 _HELPER_UNARY = (
     "neg expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
-    "lgamma isinf isfinite signbit relu frexp_mantissa frexp_exponent"
+    "lgamma isinf isfinite signbit relu frexp_mantissa frexp_exponent i0 i1 j0 j1 y0 y1 erfcx erfinv"
 ).split()
 _HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign nextafter".split()
 _TL_UNARY = "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf floor ceil".split()

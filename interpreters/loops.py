@@ -8,6 +8,7 @@ strides their type declares, so flat-offset loads read memory exactly as generat
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -135,9 +136,10 @@ def index_value(expr: Any, env: Bindings) -> Any:
 
 
 def _torch_function(name: str) -> Callable:
-    """`torch.<name>`, or for `fn.field` the field of what `torch.<fn>` returns (`frexp.exponent`)."""
-    fn_name, _, field = name.partition(".")
-    fn = getattr(torch, fn_name)
+    """`torch.<path>` (`special.i1`), or for `<path>:<field>` that field of what it returns
+    (`frexp:exponent`)."""
+    path, _, field = name.partition(":")
+    fn = functools.reduce(getattr, path.split("."), torch)
     return (lambda *xs: getattr(fn(*xs), field)) if field else fn
 
 

@@ -368,7 +368,39 @@ def sort_with_index(x, index, numel, descending: tl.constexpr):
 
 
 # -- math beyond tl: libdevice when compiled, tl primitives when interpreted ------------------
+#: the special functions (Inductor's Triton set) that compiled helpers take from libdevice: the
+#: torch function each interpreted one runs on the host instead
+ON_HOST = {
+    "i0": "i0",
+    "i1": "special.i1",
+    "j0": "special.bessel_j0",
+    "j1": "special.bessel_j1",
+    "y0": "special.bessel_y0",
+    "y1": "special.bessel_y1",
+    "erfcx": "special.erfcx",
+    "erfinv": "erfinv",
+}
+
 if INTERPRET:
+
+    def _on_host(path: str):
+        """A helper the interpreter runs on the host, with torch's own function: libdevice
+        cannot run there, and its blocks are numpy arrays (these special functions have no
+        short `tl` form). Compiled, the helper is libdevice's."""
+        import functools
+
+        import torch
+        from triton.runtime.interpreter import TensorHandle
+
+        fn = functools.reduce(getattr, path.split("."), torch)
+
+        def helper(x):
+            values = fn(torch.tensor(x.handle.data)).numpy()
+            return tl.tensor(TensorHandle(values, x.dtype), x.type)
+
+        return helper
+
+    globals().update({name: _on_host(path) for name, path in ON_HOST.items()})
 
     @triton.jit
     def dot(a, b):
@@ -621,3 +653,41 @@ else:
     @triton.jit
     def lgamma(x):
         return libdevice.lgamma(x)
+
+    @triton.jit
+    def _nan_at_infinities(x, y):
+        """y, NaN where x is infinite: torch's Bessel functions give NaN there, libdevice the
+        limits (as Inductor's Triton overrides correct it)."""
+        return tl.where(isinf(x), x - x, y)
+
+    @triton.jit
+    def i0(x):
+        return _nan_at_infinities(x, libdevice.cyl_bessel_i0(x))
+
+    @triton.jit
+    def i1(x):
+        return _nan_at_infinities(x, libdevice.cyl_bessel_i1(x))
+
+    @triton.jit
+    def j0(x):
+        return _nan_at_infinities(x, libdevice.j0(x))
+
+    @triton.jit
+    def j1(x):
+        return _nan_at_infinities(x, libdevice.j1(x))
+
+    @triton.jit
+    def y0(x):
+        return _nan_at_infinities(x, libdevice.y0(x))
+
+    @triton.jit
+    def y1(x):
+        return _nan_at_infinities(x, libdevice.y1(x))
+
+    @triton.jit
+    def erfcx(x):
+        return libdevice.erfcx(x)
+
+    @triton.jit
+    def erfinv(x):
+        return libdevice.erfinv(x)

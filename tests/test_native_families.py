@@ -1,6 +1,6 @@
 """Op families Inductor generates kernels for, that mind ran as ATen calls before: activations and
 pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter,
-frexp),
+frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx, erfinv),
 pooling (max, average, adaptive; average and max backward), indexing and creation (flip, rot90,
 roll, repeat, tril_indices, linspace, eye), scatters into slices, diagonals and strided views,
 copies, unfold and
@@ -33,6 +33,12 @@ def _randn(*shape, dtype=torch.float32):
 def _strided(*shape):
     """A non-contiguous input: every other column of a wider tensor."""
     return torch.randn(*shape[:-1], 2 * shape[-1])[..., ::2]
+
+
+def _special_points(dtype=torch.float32):
+    """Random values over several periods, and signed zeros, infinities, NaN, points near 1."""
+    points = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 0.5, -0.999])
+    return torch.cat([torch.randn(40) * 4, points]).to(dtype)
 
 
 def _ints(*shape, dtype=torch.int64):
@@ -73,6 +79,27 @@ CASES = {
         lambda x: (lambda m, e: m * e + e)(*torch.frexp(x * 3)),
         lambda: (_randn(6, 9),),
     ),
+    **{  # the special functions with a libdevice form (Inductor's Triton set)
+        f"special_{fn.__name__.removeprefix('special_')}": (fn, lambda: (_special_points(),))
+        for fn in (
+            torch.i0,
+            torch.special.i1,
+            torch.special.modified_bessel_i0,
+            torch.special.modified_bessel_i1,
+            torch.special.bessel_j0,
+            torch.special.bessel_j1,
+            torch.special.bessel_y0,
+            torch.special.bessel_y1,
+            torch.special.erfcx,
+            torch.erfinv,
+        )
+    },
+    "special_i0_bf16_strided": (torch.i0, lambda: (_strided(6, 7).to(torch.bfloat16) * 4,)),
+    "special_bessel_j0_f64_fused": (
+        lambda x: torch.special.bessel_j0(x) * torch.special.bessel_y1(x.abs()),
+        lambda: (_special_points(torch.float64),),
+    ),
+    "special_erfinv_of_ints": (lambda x: torch.erfinv(x), lambda: (torch.tensor([-1, 0, 1, 2]),)),
     "round_decimals": (lambda x: torch.round(x * 100, decimals=2), lambda: (_randn(9, 7),)),
     "round_neg_decimals": (lambda x: torch.round(x * 1e4, decimals=-3), lambda: (_randn(31),)),
     "flip": (lambda x: torch.flip(x, (0, 2)), lambda: (_randn(3, 4, 5),)),

@@ -57,6 +57,22 @@ SCALAR_TABLE = {
         ).split()
     },
     **{n: (n, KIND.DEFAULT) for n in "neg relu floor ceil round trunc sign bitwise_not".split()},
+    # special functions with a libdevice form (Inductor's Triton set; the others run in ATen)
+    **{
+        packet: (name, KIND.INT_TO_FLOAT)
+        for packet, name in (
+            ("i0", "i0"),
+            ("erfinv", "erfinv"),
+            ("special_i1", "i1"),
+            ("special_modified_bessel_i0", "i0"),
+            ("special_modified_bessel_i1", "i1"),
+            ("special_bessel_j0", "j0"),
+            ("special_bessel_j1", "j1"),
+            ("special_bessel_y0", "y0"),
+            ("special_bessel_y1", "y1"),
+            ("special_erfcx", "erfcx"),
+        )
+    },
     "sgn": ("sign", KIND.DEFAULT),
     "abs": ("abs", KIND.COMPLEX_TO_FLOAT),
     "square": ("square", KIND.BOOL_TO_LONG),
