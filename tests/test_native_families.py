@@ -3,7 +3,7 @@ pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, a
 frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx, erfinv),
 pooling (max, average, adaptive; average and max backward), indexing and creation (flip, rot90,
 roll, repeat, tril_indices, linspace, eye), scatters into slices, diagonals and strided views,
-copies, unfold and
+masked_scatter, addmv, copies, unfold and
 fold, grid_sample. Each runs through mind's own kernels, with no fallback, against eager: several
 shapes (odd sizes, strided inputs), dtypes (f32, bf16, ints)."""
 
@@ -100,6 +100,26 @@ CASES = {
         lambda: (_special_points(torch.float64),),
     ),
     "special_erfinv_of_ints": (lambda x: torch.erfinv(x), lambda: (torch.tensor([-1, 0, 1, 2]),)),
+    "masked_scatter": (
+        torch.masked_scatter,
+        lambda: (_randn(4, 5), torch.rand(4, 5) > 0.5, _randn(30)),
+    ),
+    "masked_scatter_broadcast_mask_int": (
+        torch.masked_scatter,
+        lambda: (_ints(3, 1, 5), torch.rand(4, 5) > 0.3, _ints(60)),
+    ),
+    "masked_scatter_long_strided": (  # the running count scans 19200 elements
+        torch.masked_scatter,
+        lambda: (_randn(300, 64).t(), torch.rand(64, 300) > 0.5, _randn(20000)),
+    ),
+    "masked_scatter_nothing_set": (
+        torch.masked_scatter,
+        lambda: (_randn(6), torch.zeros(6, dtype=torch.bool), _randn(0)),
+    ),
+    "addmv": (
+        lambda b, a, v: torch.addmv(b, a, v, beta=0.5, alpha=2),
+        lambda: (_randn(5), _randn(5, 10), _strided(10)),
+    ),
     "round_decimals": (lambda x: torch.round(x * 100, decimals=2), lambda: (_randn(9, 7),)),
     "round_neg_decimals": (lambda x: torch.round(x * 1e4, decimals=-3), lambda: (_randn(31),)),
     "flip": (lambda x: torch.flip(x, (0, 2)), lambda: (_randn(3, 4, 5),)),
