@@ -1,7 +1,7 @@
 """Op families Inductor generates kernels for, that mind ran as ATen calls before: activations and
 pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter,
 frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx, erfinv),
-pooling (max, average, adaptive; average and max backward), indexing and creation (flip, rot90,
+pooling (max, over small windows and large, average, adaptive; average and max backward), indexing and creation (flip, rot90,
 roll, repeat, tril_indices, linspace, eye), scatters into slices, diagonals and strided views,
 masked_scatter, addmv, copies, unfold and
 fold, grid_sample. Each runs through mind's own kernels, with no fallback, against eager: several
@@ -221,6 +221,26 @@ CASES = {
         lambda x: F.max_pool3d(x, (3, 2, 3), 2, 1, (1, 2, 1), ceil_mode=True, return_indices=True),
         lambda: (_randn(1, 2, 5, 6, 7, dtype=torch.bfloat16),),
     ),
+    "max_pool2d_large_window": (  # 36 taps: a max and an argmax over the window
+        lambda x: F.max_pool2d(x, 6, 3, return_indices=True),
+        lambda: (_randn(1, 2, 9, 9),),
+    ),
+    "max_pool2d_large_window_dilated_ceil": (
+        lambda x: F.max_pool2d(x, (5, 7), (2, 3), (2, 3), (1, 2), True, return_indices=True),
+        lambda: (_randn(2, 3, 11, 17),),
+    ),
+    "max_pool2d_large_window_nans_bf16": (  # several NaNs in a window: the last one's index
+        lambda x: F.max_pool2d(x, 6, 3, 2, return_indices=True),
+        lambda: (_with_nans(_randn(2, 13, 14), (0, 1, 1), (0, 2, 3), (1, 12, 13)).bfloat16(),),
+    ),
+    "max_pool2d_large_window_all_minus_inf": (  # the first tap inside the input, not the padding
+        lambda x: F.max_pool2d(x, 6, 2, 3, return_indices=True),
+        lambda: (torch.full((1, 1, 8, 9), float("-inf")),),
+    ),
+    "max_pool3d_large_window_ceil": (
+        lambda x: F.max_pool3d(x, 3, 2, 0, ceil_mode=True, return_indices=True),
+        lambda: (_randn(1, 2, 3, 6, 5),),
+    ),
     "max_pool1d": (lambda x: F.max_pool1d(x, 4, 3, 2), lambda: (_strided(2, 3, 13),)),
     "max_pool3d": (lambda x: F.max_pool3d(x, 2, 2, 1), lambda: (_randn(1, 2, 5, 6, 7),)),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), lambda: (_randn(2, 3, 9, 11),)),
@@ -306,16 +326,6 @@ def matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     torch.testing.assert_close(got, want, equal_nan=True)
     assert "@triton.jit" in source
     assert "torch.ops.aten" not in source  # no ATen call: every op ran in mind's kernels
-
-
-def test_max_pool_over_a_large_window_stays_in_aten_as_inductor(tmp_path, monkeypatch):
-    """Past 25 taps Inductor calls ATen's max pooling rather than unroll the window: so does
-    mind (its indices are then eager's own)."""
-    x = _randn(1, 2, 9, 9)
-    fn = lambda x: F.max_pool2d(x, 6, 3, return_indices=True)  # noqa: E731
-    got, source = compiled(fn, x, tmp_path=tmp_path, monkeypatch=monkeypatch)
-    torch.testing.assert_close(got, fn(x))
-    assert "aten.max_pool2d_with_indices" in source
 
 
 def test_lcm_keeps_gcd_in_aten_as_inductor(tmp_path, monkeypatch):
