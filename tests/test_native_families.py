@@ -1,11 +1,12 @@
 """Op families Inductor generates kernels for, that mind ran as ATen calls before: activations and
 pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter,
-frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx, erfinv),
-pooling (max, over small windows and large, average, adaptive; average and max backward), indexing and creation (flip, rot90,
-roll, repeat, tril_indices, linspace, eye), scatters into slices, diagonals and strided views,
-masked_scatter, addmv, copies, unfold and
-fold, grid_sample. Each runs through mind's own kernels, with no fallback, against eager: several
-shapes (odd sizes, strided inputs), dtypes (f32, bf16, ints)."""
+frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx,
+erfinv), pooling (max, over small windows and large, average, adaptive; average and max
+backward), indexing and creation (flip, rot90, roll, repeat, tril_indices, linspace, eye),
+scatters into slices, diagonals and strided views, masked_scatter, addmv, bucketize and
+searchsorted (binary searches), copies, unfold and fold, grid_sample. Each runs through mind's
+own kernels, with no fallback, against eager: several shapes (odd sizes, strided inputs), dtypes
+(f32, bf16, ints)."""
 
 from __future__ import annotations
 
@@ -119,6 +120,25 @@ CASES = {
     "addmv": (
         lambda b, a, v: torch.addmv(b, a, v, beta=0.5, alpha=2),
         lambda: (_randn(5), _randn(5, 10), _strided(10)),
+    ),
+    "bucketize_nan_and_ties": (  # eager's comparisons: a NaN goes past the last boundary
+        lambda x, b: (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True)),
+        lambda: (
+            torch.tensor([[float("nan"), 1.0, 1.5, -3.0], [4.0, 9.0, 0.5, 2.5]]),
+            torch.tensor([0.5, 1.5, 1.5, 2.5, 4.0]),
+        ),
+    ),
+    "bucketize_ints_in_floats": (
+        torch.bucketize,
+        lambda: (_ints(5, 7), torch.linspace(-60, 60, 13)),
+    ),
+    "searchsorted_rows_sorter": (  # each row searched in its own row, through the sorter
+        lambda s, v, o: torch.searchsorted(s, v, side="right", sorter=o),
+        lambda: (lambda s: (s, _randn(3, 5), s.argsort(-1)))(_randn(3, 9)),
+    ),
+    "searchsorted_long_bf16": (
+        torch.searchsorted,
+        lambda: (torch.sort(_randn(1000))[0].bfloat16(), _randn(4, 6).bfloat16()),
     ),
     "round_decimals": (lambda x: torch.round(x * 100, decimals=2), lambda: (_randn(9, 7),)),
     "round_neg_decimals": (lambda x: torch.round(x * 1e4, decimals=-3), lambda: (_randn(31),)),
