@@ -368,39 +368,28 @@ def sort_with_index(x, index, numel, descending: tl.constexpr):
 
 
 # -- math beyond tl: libdevice when compiled, tl primitives when interpreted ------------------
-#: the special functions (Inductor's Triton set) that compiled helpers take from libdevice: the
-#: torch function each interpreted one runs on the host instead
-ON_HOST = {
-    "i0": "i0",
-    "i1": "special.i1",
-    "j0": "special.bessel_j0",
-    "j1": "special.bessel_j1",
-    "y0": "special.bessel_y0",
-    "y1": "special.bessel_y1",
-    "erfcx": "special.erfcx",
-    "erfinv": "erfinv",
-}
+#: the special functions (Inductor's Triton set) that compiled helpers take from libdevice, and
+#: interpreted ones from torch
+ON_HOST = ("i0", "i1", "j0", "j1", "y0", "y1", "erfcx", "erfinv")
 
 if INTERPRET:
 
-    def _on_host(path: str):
-        """A helper the interpreter runs on the host, with torch's own function: libdevice
-        cannot run there, and its blocks are numpy arrays (these special functions have no
-        short `tl` form). Compiled, the helper is libdevice's."""
-        import functools
-
-        import torch
-        from triton.runtime.interpreter import TensorHandle
-
-        fn = functools.reduce(getattr, path.split("."), torch)
+    def _on_host(name: str):
+        """The interpreter's helper for scalar op `name`: its torch reference (the loops
+        evaluator's) run on the host values. libdevice cannot run in the interpreter, whose
+        blocks are numpy arrays, and these functions have no short `tl` form."""
 
         def helper(x):
-            values = fn(torch.tensor(x.handle.data)).numpy()
+            import torch
+            from mind.interpreters.loops import SCALAR_FUNCTIONS  # on a call: loads torch
+            from triton.runtime.interpreter import TensorHandle
+
+            values = SCALAR_FUNCTIONS[name](torch.tensor(x.handle.data)).numpy()
             return tl.tensor(TensorHandle(values, x.dtype), x.type)
 
         return helper
 
-    globals().update({name: _on_host(path) for name, path in ON_HOST.items()})
+    globals().update({name: _on_host(name) for name in ON_HOST})
 
     @triton.jit
     def dot(a, b):
