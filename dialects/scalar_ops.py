@@ -3,12 +3,13 @@ handles them. The loops and scheduled dialects register each as `<dialect>.<name
 the triton dialect on blocks; the lowering builds them by name, the evaluator computes them with
 `torch`, the Triton emitter writes `triton`.
 
-A row: the arity; the result's dtype where it is fixed (b8 for a predicate, i32 for an
-exponent), else the operands'; the torch function that computes it elementwise (the evaluator's
-reference, a name under `torch`; `frexp:exponent` names a field of what `torch.frexp` returns); the Python the Triton
-emitter writes, over the operand names `{0}, {1}, {2}`; whether an integer zero divisor raises
-in eager (on CPU: a kernel there asserts it is nonzero). Math without a `tl` builtin calls `triton_helpers` (mind.runtime), which
-maps it to libdevice on a GPU and to `tl` primitives in the interpreter.
+A row: the arity; the result's dtype where it is fixed (b8 for a predicate, i32 for an exponent),
+else the operands'; the torch function that computes it elementwise (the evaluator's reference, a
+name under `torch`; `frexp:exponent` names a field of what `torch.frexp` returns); the Python the
+Triton emitter writes, over the operand names `{0}, {1}, {2}`; whether an integer zero divisor
+raises in eager (on CPU: a kernel there asserts it is nonzero). Math without a `tl` builtin calls
+`triton_helpers` (mind.runtime), which maps it to libdevice on a GPU and to `tl` primitives in
+the interpreter (the special functions: to torch's, on the host).
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ _TORCH = {
 
 _HELPER_UNARY = (
     "neg expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
-    "lgamma isinf isfinite signbit relu frexp_mantissa frexp_exponent i0 i1 j0 j1 y0 y1 erfcx erfinv"
+    "lgamma isinf isfinite signbit relu frexp_mantissa frexp_exponent "
+    "i0 i1 j0 j1 y0 y1 erfcx erfinv"
 ).split()
 _HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign nextafter".split()
 _TL_UNARY = "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf floor ceil".split()
@@ -158,7 +160,8 @@ _BODY_CLASSES = op_classes(SCALAR, SCALAR)
 
 def result_dtype(op: Operation, dtypes: list[dt.DType]) -> dt.DType:
     """The scalar rule: operands share one dtype (promotion is explicit; where's condition is
-    b8), the result is that dtype, or the row's own (b8 for a predicate). `dtypes` are the operands'."""
+    b8), the result is that dtype, or the row's own (b8 for a predicate). `dtypes` are the
+    operands'."""
     spec = SCALAR_OPS[op.kind]
     if spec.name == "where":
         if dtypes[0] != dt.b8:

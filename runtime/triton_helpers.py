@@ -6,7 +6,8 @@ Triton fixes compiled-or-interpreted when `@triton.jit` decorates (triton 3.6 re
 TRITON_INTERPRET then), and libdevice cannot run in the interpreter. So this file is loaded once
 per mode (`for_current_mode()`, which generated code calls at import): the compiled copy maps the
 math to libdevice, the interpreted copy builds it from `tl` primitives (atan, atan2, asin,
-acos and lgamma as rational and Lanczos approximations, evaluated in f64).
+acos and lgamma as rational and Lanczos approximations, evaluated in f64), or for the special
+functions (Bessel, erfcx, erfinv) runs torch's on the host values.
 """
 
 from __future__ import annotations
