@@ -3,11 +3,13 @@ handles them. The loops and scheduled dialects register each as `<dialect>.<name
 the triton dialect on blocks; the lowering builds them by name, the evaluator computes them with
 `torch`, the Triton emitter writes `triton`.
 
-A row: the arity; whether the result is b8 (a predicate); the torch function that computes it
-elementwise (the evaluator's reference); the Python the Triton emitter writes, over the operand
-names `{0}, {1}, {2}`; whether an integer zero divisor raises in eager (on CPU: a kernel there
-asserts it is nonzero). Math without a `tl` builtin calls `triton_helpers` (mind.runtime), which
-maps it to libdevice on a GPU and to `tl` primitives in the interpreter.
+A row: the arity; the result's dtype where it is fixed (b8 for a predicate, i32 for an exponent),
+else the operands'; the torch function that computes it elementwise (the evaluator's reference, a
+name under `torch`; `frexp:exponent` names a field of what `torch.frexp` returns); the Python the
+Triton emitter writes, over the operand names `{0}, {1}, {2}`; whether an integer zero divisor
+raises in eager (on CPU: a kernel there asserts it is nonzero). Math without a `tl` builtin calls
+`triton_helpers` (mind.runtime), which maps it to libdevice on a GPU and to `tl` primitives in
+the interpreter (the special functions: to torch's, on the host).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from mind.ir.registry import Dialect, VerifyError
 class ScalarOp:
     name: str
     arity: int
-    predicate: bool = False
+    #: the result's dtype where it does not follow the operands' (b8 for predicates)
+    result: dt.DType | None = None
     #: the torch function (the evaluator's reference)
     torch: str = ""
     #: the Python for Triton, over operand names {0}, {1}, {2}
@@ -34,24 +37,25 @@ class ScalarOp:
     divides: bool = False
 
 
-def _rows(names: str, arity: int, predicate: bool = False) -> list[ScalarOp]:
-    return [ScalarOp(n, arity, predicate) for n in names.split()]
+def _rows(names: str, arity: int, result: dt.DType | None = None) -> list[ScalarOp]:
+    return [ScalarOp(n, arity, result) for n in names.split()]
 
 
 _ROWS = [
     *_rows(
         "neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh "
         "cosh tanh asinh acosh atanh sigmoid erf erfc relu floor ceil round trunc sign reciprocal "
-        "square bitwise_not lgamma",
+        "square bitwise_not lgamma frexp_mantissa i0 i1 j0 j1 y0 y1 erfcx erfinv",
         1,
     ),
-    *_rows("logical_not isnan isinf isfinite signbit", 1, predicate=True),
+    *_rows("logical_not isnan isinf isfinite signbit", 1, result=dt.b8),
+    ScalarOp("frexp_exponent", 1, dt.i32),
     *_rows(
         "add sub mul truediv floordiv mod remainder pow maximum minimum atan2 fmod hypot copysign "
         "nextafter bitwise_and bitwise_or bitwise_xor lshift rshift",
         2,
     ),
-    *_rows("eq ne lt le gt ge logical_and logical_or logical_xor", 2, predicate=True),
+    *_rows("eq ne lt le gt ge logical_and logical_or logical_xor", 2, result=dt.b8),
     ScalarOp("where", 3),
 ]
 
@@ -62,11 +66,20 @@ _TORCH = {
     "mod": "remainder",
     "lshift": "bitwise_left_shift",
     "rshift": "bitwise_right_shift",
+    "frexp_mantissa": "frexp:mantissa",
+    "frexp_exponent": "frexp:exponent",
+    "i1": "special.i1",
+    "j0": "special.bessel_j0",
+    "j1": "special.bessel_j1",
+    "y0": "special.bessel_y0",
+    "y1": "special.bessel_y1",
+    "erfcx": "special.erfcx",
 }
 
 _HELPER_UNARY = (
     "neg expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
-    "lgamma isinf isfinite signbit relu"
+    "lgamma isinf isfinite signbit relu frexp_mantissa frexp_exponent "
+    "i0 i1 j0 j1 y0 y1 erfcx erfinv"
 ).split()
 _HELPER_BINARY = "floordiv remainder pow maximum minimum atan2 hypot copysign nextafter".split()
 _TL_UNARY = "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf floor ceil".split()
@@ -111,7 +124,7 @@ SCALAR_OPS: dict[str, ScalarOp] = {
     r.name: ScalarOp(
         r.name,
         r.arity,
-        r.predicate,
+        r.result,
         _TORCH.get(r.name, r.name),
         _TRITON[r.name],
         r.name in _DIVIDES,
@@ -147,7 +160,8 @@ _BODY_CLASSES = op_classes(SCALAR, SCALAR)
 
 def result_dtype(op: Operation, dtypes: list[dt.DType]) -> dt.DType:
     """The scalar rule: operands share one dtype (promotion is explicit; where's condition is
-    b8), the result is that dtype, or b8 for a predicate. `dtypes` are the operands'."""
+    b8), the result is that dtype, or the row's own (b8 for a predicate). `dtypes` are the
+    operands'."""
     spec = SCALAR_OPS[op.kind]
     if spec.name == "where":
         if dtypes[0] != dt.b8:
@@ -160,7 +174,7 @@ def result_dtype(op: Operation, dtypes: list[dt.DType]) -> dt.DType:
         raise VerifyError(
             f"type mismatch: '{op.name}' operands have different dtypes ({names})", op.loc
         )
-    return dt.b8 if spec.predicate else dtypes[0]
+    return spec.result or dtypes[0]
 
 
 def _verify_scalar(op: Operation) -> None:
@@ -175,7 +189,8 @@ def register_scalar_ops(
     dialect: Dialect,
     classes: dict[int, type[Op]] = _BODY_CLASSES,
     verify: Verifier = _verify_scalar,
-    summary: str = "A scalar op: operands of one dtype, the result of it (b8 for predicates)",
+    summary: str = "A scalar op: operands of one dtype, the result of it (b8 for predicates, "
+    "i32 for frexp_exponent)",
 ) -> None:
     """Register every scalar op under `dialect`'s prefix (`loops.add`, `scheduled.add`, ...)."""
     for spec in SCALAR_OPS.values():

@@ -8,6 +8,7 @@ strides their type declares, so flat-offset loads read memory exactly as generat
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -133,9 +134,18 @@ def index_value(expr: Any, env: Bindings) -> Any:
 
 # -- body ops -----------------------------------------------------------------------------------
 
+
+def _torch_function(name: str) -> Callable:
+    """`torch.<path>` (`special.i1`), or for `<path>:<field>` that field of what it returns
+    (`frexp:exponent`)."""
+    path, _, field = name.partition(":")
+    fn = functools.reduce(getattr, path.split("."), torch)
+    return (lambda *xs: getattr(fn(*xs), field)) if field else fn
+
+
 #: scalar op name -> the torch function computing it elementwise (the table's reference)
 SCALAR_FUNCTIONS: dict[str, Callable] = {
-    name: getattr(torch, spec.torch) for name, spec in SCALAR_OPS.items()
+    name: _torch_function(spec.torch) for name, spec in SCALAR_OPS.items()
 }
 
 

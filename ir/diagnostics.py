@@ -136,7 +136,9 @@ def warn_at_user(
 ) -> None:
     """`warnings.warn` at the user's line (`user_frame`), through the filters and the registry
     of that line's module, as `warn` does with a stacklevel (which a count of frames cannot
-    give: how many torch puts between the user and mind differs between its versions)."""
+    give: how many torch puts between the user and mind differs between its versions). Without
+    the module's globals, as `warn` passes none: their loader raises for a module run with
+    `python -m` (named `__main__`, loaded under its own name)."""
     frame = user_frame(rewritten=rewritten)
     if frame is None:
         warnings.warn(message, category, stacklevel=2)
@@ -149,7 +151,6 @@ def warn_at_user(
         frame.f_lineno,
         module=namespace["__name__"],
         registry=namespace.setdefault("__warningregistry__", {}),
-        module_globals=namespace,
     )
 
 

@@ -74,7 +74,7 @@ class BodyBuilder:
             raise AttributeError(name)
 
         def scalar_op(*operands: Value) -> Value:
-            dtype = dt.b8 if spec.predicate else operands[-1].type.dtype
+            dtype = spec.result or operands[-1].type.dtype
             return self.emit(name, dtype, operands)
 
         return scalar_op

@@ -49,6 +49,7 @@ _EXTRA_DECOMPOSITIONS = (
     "_adaptive_avg_pool2d",
     "as_strided_copy",
     "ldexp",
+    "addmv",
     "dist",
     "im2col",
     "col2im",

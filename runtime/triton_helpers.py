@@ -6,7 +6,8 @@ Triton fixes compiled-or-interpreted when `@triton.jit` decorates (triton 3.6 re
 TRITON_INTERPRET then), and libdevice cannot run in the interpreter. So this file is loaded once
 per mode (`for_current_mode()`, which generated code calls at import): the compiled copy maps the
 math to libdevice, the interpreted copy builds it from `tl` primitives (atan, atan2, asin,
-acos and lgamma as rational and Lanczos approximations, evaluated in f64).
+acos and lgamma as rational and Lanczos approximations, evaluated in f64), or for the special
+functions (Bessel, erfcx, erfinv) runs torch's on the host values.
 """
 
 from __future__ import annotations
@@ -149,6 +150,42 @@ def nextafter(a, b):
     stepped = tl.where(x == 0, from_zero, tl.where(away, bits + one, bits - one))
     out = tl.where(x == y, b, stepped.to(a.dtype, bitcast=True))
     return tl.where(x != x, a, tl.where(y != y, b, out))
+
+
+@triton.jit
+def frexp(x):
+    """torch.frexp of an f32 or f64 `x`, read from its bits (exact, and one form for both modes:
+    the interpreter has no libdevice ilogb/ldexp): x = mantissa * 2**exponent with |mantissa|
+    in [0.5, 1); a subnormal is first scaled into the normal range; zeros, infinities and NaN
+    keep x, with exponent 0."""
+    width: tl.constexpr = x.dtype.primitive_bitwidth
+    bits_type: tl.constexpr = tl.core.get_int_dtype(bitwidth=width, signed=True)
+    mantissa_bits: tl.constexpr = 52 if width == 64 else 23
+    exponent_mask: tl.constexpr = (1 << (width - 1 - mantissa_bits)) - 1
+    half: tl.constexpr = exponent_mask // 2 - 1  # the biased exponent of [0.5, 1)
+    lift: tl.constexpr = mantissa_bits + 2  # 2**lift makes every subnormal normal
+    smallest_normal: tl.constexpr = 2.0 ** (-half)
+    subnormal = tl.abs(x) < smallest_normal
+    scaled = tl.where(subnormal, tl.where(subnormal, x, 0.0) * (2.0**lift), x)
+    bits = scaled.to(bits_type, bitcast=True)
+    biased = (bits >> mantissa_bits) & exponent_mask
+    exponent = biased - half - tl.where(subnormal, lift, 0)
+    kept = bits & ~(exponent_mask << mantissa_bits)
+    mantissa = (kept | (half << mantissa_bits)).to(x.dtype, bitcast=True)
+    special = (x == 0) | (x != x) | isinf(x)
+    return tl.where(special, x, mantissa), tl.where(special, 0, exponent).to(tl.int32)
+
+
+@triton.jit
+def frexp_mantissa(x):
+    mantissa, _ = frexp(x)
+    return mantissa
+
+
+@triton.jit
+def frexp_exponent(x):
+    _, exponent = frexp(x)
+    return exponent
 
 
 @triton.jit
@@ -332,7 +369,28 @@ def sort_with_index(x, index, numel, descending: tl.constexpr):
 
 
 # -- math beyond tl: libdevice when compiled, tl primitives when interpreted ------------------
+#: the special functions (Inductor's Triton set) that compiled helpers take from libdevice, and
+#: interpreted ones from torch
+ON_HOST = ("i0", "i1", "j0", "j1", "y0", "y1", "erfcx", "erfinv")
+
 if INTERPRET:
+
+    def _on_host(name: str):
+        """The interpreter's helper for scalar op `name`: its torch reference (the loops
+        evaluator's) run on the host values. libdevice cannot run in the interpreter, whose
+        blocks are numpy arrays, and these functions have no short `tl` form."""
+
+        def helper(x):
+            import torch
+            from mind.interpreters.loops import SCALAR_FUNCTIONS  # on a call: loads torch
+            from triton.runtime.interpreter import TensorHandle
+
+            values = SCALAR_FUNCTIONS[name](torch.tensor(x.handle.data)).numpy()
+            return tl.tensor(TensorHandle(values, x.dtype), x.type)
+
+        return helper
+
+    globals().update({name: _on_host(name) for name in ON_HOST})
 
     @triton.jit
     def dot(a, b):
@@ -585,3 +643,41 @@ else:
     @triton.jit
     def lgamma(x):
         return libdevice.lgamma(x)
+
+    @triton.jit
+    def _nan_at_infinities(x, y):
+        """y, NaN where x is infinite: torch's Bessel functions give NaN there, libdevice the
+        limits (as Inductor's Triton overrides correct it)."""
+        return tl.where(isinf(x), x - x, y)
+
+    @triton.jit
+    def i0(x):
+        return _nan_at_infinities(x, libdevice.cyl_bessel_i0(x))
+
+    @triton.jit
+    def i1(x):
+        return _nan_at_infinities(x, libdevice.cyl_bessel_i1(x))
+
+    @triton.jit
+    def j0(x):
+        return _nan_at_infinities(x, libdevice.j0(x))
+
+    @triton.jit
+    def j1(x):
+        return _nan_at_infinities(x, libdevice.j1(x))
+
+    @triton.jit
+    def y0(x):
+        return _nan_at_infinities(x, libdevice.y0(x))
+
+    @triton.jit
+    def y1(x):
+        return _nan_at_infinities(x, libdevice.y1(x))
+
+    @triton.jit
+    def erfcx(x):
+        return libdevice.erfcx(x)
+
+    @triton.jit
+    def erfinv(x):
+        return libdevice.erfinv(x)

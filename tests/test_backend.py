@@ -129,6 +129,22 @@ def test_first_call_failures_warn_at_the_callers_line(monkeypatch):
     assert [(w.filename, w.lineno) for w in warned] == [(__file__, line)] * 2
 
 
+def test_warning_at_a_line_of_a_module_run_with_python_m():
+    """A module run with `python -m pkg.mod` is named `__main__` but its loader `pkg.mod`: a
+    warning at its line is recorded there (the loader refuses to give that name's source, which
+    crashed the fallback of any graph the module compiled)."""
+    from importlib.machinery import SourceFileLoader
+
+    from mind.ir.diagnostics import warn_at_user
+
+    namespace = {"__name__": "__main__", "__loader__": SourceFileLoader("pkg.mod", __file__)}
+    namespace |= {"warn_at_user": warn_at_user, "MindFallbackWarning": MindFallbackWarning}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile("warn_at_user('why', MindFallbackWarning)", "/pkg/mod.py", "exec"), namespace)
+    assert [(w.filename, w.lineno, str(w.message)) for w in caught] == [("/pkg/mod.py", 1, "why")]
+
+
 def test_generated_program_runs(monkeypatch):
     monkeypatch.setattr(backend, "generate", lambda *args: SEED_SOURCE)
     inputs = seed_inputs()

@@ -1,9 +1,12 @@
 """Op families Inductor generates kernels for, that mind ran as ATen calls before: activations and
-pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter),
-pooling (max, average, adaptive; average and max backward), indexing and creation (flip, rot90,
-roll, repeat, tril_indices, linspace, eye), scatters into slices and diagonals, copies, unfold and
-fold, grid_sample. Each runs through mind's own kernels, with no fallback, against eager: several
-shapes (odd sizes, strided inputs), dtypes (f32, bf16, ints)."""
+pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter,
+frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx,
+erfinv), pooling (max, over small windows and large, average, adaptive; average and max
+backward), indexing and creation (flip, rot90, roll, repeat, tril_indices, linspace, eye),
+scatters into slices, diagonals and strided views, masked_scatter, addmv, bucketize and
+searchsorted (binary searches), copies, unfold and fold, grid_sample. Each runs through mind's
+own kernels, with no fallback, against eager: several shapes (odd sizes, strided inputs), dtypes
+(f32, bf16, ints)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,12 @@ def _randn(*shape, dtype=torch.float32):
 def _strided(*shape):
     """A non-contiguous input: every other column of a wider tensor."""
     return torch.randn(*shape[:-1], 2 * shape[-1])[..., ::2]
+
+
+def _special_points(dtype=torch.float32):
+    """Random values over several periods, and signed zeros, infinities, NaN, points near 1."""
+    points = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 0.5, -0.999])
+    return torch.cat([torch.randn(40) * 4, points]).to(dtype)
 
 
 def _ints(*shape, dtype=torch.int64):
@@ -66,6 +75,71 @@ CASES = {
         torch.nextafter,
         lambda: (_randn(6, 7, dtype=torch.bfloat16), _randn(6, 7, dtype=torch.bfloat16)),
     ),
+    "frexp_strided": (torch.frexp, lambda: (_strided(5, 7) * 1e3,)),
+    "frexp_fused_with_consumers": (  # both parts in one kernel with what reads them
+        lambda x: (lambda m, e: m * e + e)(*torch.frexp(x * 3)),
+        lambda: (_randn(6, 9),),
+    ),
+    **{  # the special functions with a libdevice form (Inductor's Triton set)
+        f"special_{fn.__name__.removeprefix('special_')}": (fn, lambda: (_special_points(),))
+        for fn in (
+            torch.i0,
+            torch.special.i1,
+            torch.special.modified_bessel_i0,
+            torch.special.modified_bessel_i1,
+            torch.special.bessel_j0,
+            torch.special.bessel_j1,
+            torch.special.bessel_y0,
+            torch.special.bessel_y1,
+            torch.special.erfcx,
+            torch.erfinv,
+        )
+    },
+    "special_i0_bf16_strided": (torch.i0, lambda: (_strided(6, 7).to(torch.bfloat16) * 4,)),
+    "special_bessel_j0_f64_fused": (
+        lambda x: torch.special.bessel_j0(x) * torch.special.bessel_y1(x.abs()),
+        lambda: (_special_points(torch.float64),),
+    ),
+    "special_erfinv_of_ints": (lambda x: torch.erfinv(x), lambda: (torch.tensor([-1, 0, 1, 2]),)),
+    "masked_scatter": (
+        torch.masked_scatter,
+        lambda: (_randn(4, 5), torch.rand(4, 5) > 0.5, _randn(30)),
+    ),
+    "masked_scatter_broadcast_mask_int": (
+        torch.masked_scatter,
+        lambda: (_ints(3, 1, 5), torch.rand(4, 5) > 0.3, _ints(60)),
+    ),
+    "masked_scatter_long_strided": (  # the running count scans 19200 elements
+        torch.masked_scatter,
+        lambda: (_randn(300, 64).t(), torch.rand(64, 300) > 0.5, _randn(20000)),
+    ),
+    "masked_scatter_nothing_set": (
+        torch.masked_scatter,
+        lambda: (_randn(6), torch.zeros(6, dtype=torch.bool), _randn(0)),
+    ),
+    "addmv": (
+        lambda b, a, v: torch.addmv(b, a, v, beta=0.5, alpha=2),
+        lambda: (_randn(5), _randn(5, 10), _strided(10)),
+    ),
+    "bucketize_nan_and_ties": (  # eager's comparisons: a NaN goes past the last boundary
+        lambda x, b: (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True)),
+        lambda: (
+            torch.tensor([[float("nan"), 1.0, 1.5, -3.0], [4.0, 9.0, 0.5, 2.5]]),
+            torch.tensor([0.5, 1.5, 1.5, 2.5, 4.0]),
+        ),
+    ),
+    "bucketize_ints_in_floats": (
+        torch.bucketize,
+        lambda: (_ints(5, 7), torch.linspace(-60, 60, 13)),
+    ),
+    "searchsorted_rows_sorter": (  # each row searched in its own row, through the sorter
+        lambda s, v, o: torch.searchsorted(s, v, side="right", sorter=o),
+        lambda: (lambda s: (s, _randn(3, 5), s.argsort(-1)))(_randn(3, 9)),
+    ),
+    "searchsorted_long_bf16": (
+        torch.searchsorted,
+        lambda: (torch.sort(_randn(1000))[0].bfloat16(), _randn(4, 6).bfloat16()),
+    ),
     "round_decimals": (lambda x: torch.round(x * 100, decimals=2), lambda: (_randn(9, 7),)),
     "round_neg_decimals": (lambda x: torch.round(x * 1e4, decimals=-3), lambda: (_randn(31),)),
     "flip": (lambda x: torch.flip(x, (0, 2)), lambda: (_randn(3, 4, 5),)),
@@ -97,6 +171,14 @@ CASES = {
     "diagonal_scatter_below_int": (
         lambda x, y: torch.diagonal_scatter(x, y, -2),
         lambda: (_ints(6, 5), _ints(4)),
+    ),
+    "as_strided_scatter": (
+        lambda x, y: torch.as_strided_scatter(x, y, (3, 2), (4, 1), 2),
+        lambda: (_randn(4, 6), _randn(3, 2)),
+    ),
+    "as_strided_scatter_transposed_int": (  # the copy keeps x's layout: positions follow it
+        lambda x, y: torch.as_strided_scatter(x, y, (2, 3, 2), (12, 1, 5), 1),
+        lambda: (_ints(6, 5).t(), _ints(2, 3, 2)),
     ),
     "ldexp": (torch.ldexp, lambda: (_randn(5, 6), torch.randint(-4, 5, (5, 6)))),
     "angle": (torch.angle, lambda: (torch.tensor([-2.0, 0.0, 3.0, float("nan"), -0.0]),)),
@@ -158,6 +240,26 @@ CASES = {
     "max_pool3d_dilated_ceil_bf16": (
         lambda x: F.max_pool3d(x, (3, 2, 3), 2, 1, (1, 2, 1), ceil_mode=True, return_indices=True),
         lambda: (_randn(1, 2, 5, 6, 7, dtype=torch.bfloat16),),
+    ),
+    "max_pool2d_large_window": (  # 36 taps: a max and an argmax over the window
+        lambda x: F.max_pool2d(x, 6, 3, return_indices=True),
+        lambda: (_randn(1, 2, 9, 9),),
+    ),
+    "max_pool2d_large_window_dilated_ceil": (
+        lambda x: F.max_pool2d(x, (5, 7), (2, 3), (2, 3), (1, 2), True, return_indices=True),
+        lambda: (_randn(2, 3, 11, 17),),
+    ),
+    "max_pool2d_large_window_nans_bf16": (  # several NaNs in a window: the last one's index
+        lambda x: F.max_pool2d(x, 6, 3, 2, return_indices=True),
+        lambda: (_with_nans(_randn(2, 13, 14), (0, 1, 1), (0, 2, 3), (1, 12, 13)).bfloat16(),),
+    ),
+    "max_pool2d_large_window_all_minus_inf": (  # the first tap inside the input, not the padding
+        lambda x: F.max_pool2d(x, 6, 2, 3, return_indices=True),
+        lambda: (torch.full((1, 1, 8, 9), float("-inf")),),
+    ),
+    "max_pool3d_large_window_ceil": (
+        lambda x: F.max_pool3d(x, 3, 2, 0, ceil_mode=True, return_indices=True),
+        lambda: (_randn(1, 2, 3, 6, 5),),
     ),
     "max_pool1d": (lambda x: F.max_pool1d(x, 4, 3, 2), lambda: (_strided(2, 3, 13),)),
     "max_pool3d": (lambda x: F.max_pool3d(x, 2, 2, 1), lambda: (_randn(1, 2, 5, 6, 7),)),
@@ -246,22 +348,23 @@ def matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     assert "torch.ops.aten" not in source  # no ATen call: every op ran in mind's kernels
 
 
-def test_max_pool_over_a_large_window_stays_in_aten_as_inductor(tmp_path, monkeypatch):
-    """Past 25 taps Inductor calls ATen's max pooling rather than unroll the window: so does
-    mind (its indices are then eager's own)."""
-    x = _randn(1, 2, 9, 9)
-    fn = lambda x: F.max_pool2d(x, 6, 3, return_indices=True)  # noqa: E731
-    got, source = compiled(fn, x, tmp_path=tmp_path, monkeypatch=monkeypatch)
-    torch.testing.assert_close(got, fn(x))
-    assert "aten.max_pool2d_with_indices" in source
-
-
 def test_lcm_keeps_gcd_in_aten_as_inductor(tmp_path, monkeypatch):
     """Inductor's lcm is a kernel around ATen's gcd, which it keeps as a fallback: mind too."""
     a, b = _nonzero_ints(5, 4), _nonzero_ints(5, 4)
     got, source = compiled(torch.lcm, a, b, tmp_path=tmp_path, monkeypatch=monkeypatch)
     torch.testing.assert_close(got, torch.lcm(a, b))
     assert "@triton.jit" in source and "aten.gcd" in source
+
+
+def test_as_strided_scatter_into_a_layout_with_gaps_stays_in_aten(tmp_path, monkeypatch):
+    """Eager's copy keeps the gaps of a strided self, and positions in them are written and
+    lost: no index maps them, so it runs in ATen (with eager's answer and strides)."""
+    x, y = _strided(5, 6), _randn(4)
+    fn = lambda x, y: torch.as_strided_scatter(x, y, (4,), (7,), 3)  # noqa: E731
+    got, source = compiled(fn, x, y, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    want = fn(x, y)
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride() and "aten.as_strided_scatter" in source
 
 
 #: name -> (fn, input shape); the backward runs in mind's own kernels too (max pooling's as a
@@ -417,6 +520,28 @@ def test_symbolic_shapes_compile_once(fn):
             x = torch.randn(shape)
             torch.testing.assert_close(compiled_fn(x), fn(x))
     assert counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
+)
+def test_frexp_is_exact(dtype, tmp_path, monkeypatch):
+    """frexp splits the bits: signed zeros, infinities, NaN, the largest and smallest normal and
+    subnormal magnitudes and random values give eager's mantissa bits and exponent exactly. Not
+    bf16 subnormals on the CPU: Triton's interpreter casts them to f32 wrongly (any kernel)."""
+    info = torch.finfo(dtype)
+    values = [0.0, -0.0, 1.0, -0.75, info.max, -info.max, info.tiny, -info.tiny * 3]
+    values += [float("inf"), float("-inf"), float("nan")]
+    if dtype != torch.bfloat16:
+        values += [info.smallest_normal / 8 * 5, -info.smallest_normal * info.eps]  # subnormal
+    x = torch.cat([torch.tensor(values, dtype=dtype), torch.randn(300, dtype=dtype) * 1e3])
+    got, source = compiled(torch.frexp, x, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    want = torch.frexp(x)
+    assert "torch.ops.aten" not in source and source.count("@triton.jit") == 1
+    assert got.exponent.dtype == torch.int32 and torch.equal(got.exponent, want.exponent)
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+    same = (got.mantissa.view(bits) == want.mantissa.view(bits)) | want.mantissa.isnan()
+    assert bool(same.all()), (x[~same], got.mantissa[~same], want.mantissa[~same])
 
 
 @pytest.mark.parametrize(

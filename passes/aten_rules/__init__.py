@@ -1,10 +1,12 @@
 """mind's own decomposition rules (ATen to ATen), which to-aten puts over torch's table: for ops
 whose rule one torch has and another lacks (torch 2.11 has none of these; 2.14 has a global
 adaptive max pooling rule and a 2-d max pooling backward), so that they reach mind's lowerings
-the same way on each. A package (as `lowerings/`), so that importing the passes loads no torch:
-to-aten imports it when it builds its table. One module per family, each with its `RULES`."""
+the same way on each; and for ops whose Inductor rule applies only where Inductor's backend
+generates Triton (masked_scatter), which mind does on every device. A package (as `lowerings/`),
+so that importing the passes loads no torch: to-aten imports it when it builds its table. One
+module per family, each with its `RULES`."""
 
-from . import pooling
+from . import pooling, scatter
 
 #: op overload -> mind's rule
-RULES = {**pooling.RULES}
+RULES = {**pooling.RULES, **scatter.RULES}

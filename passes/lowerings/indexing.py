@@ -12,7 +12,7 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike
 
 from . import Unsupported, register_lowering
-from .common import is_tensor, norm_dim
+from .common import KIND, is_tensor, norm_dim, promote
 
 aten = torch.ops.aten
 
@@ -122,3 +122,58 @@ def _index(ctx, x, indices, check: bool):
     out = ctx.out
     _, source = advanced_index(x, indices, check)
     return ctx.pointwise(out.dtype, out.shape, lambda b, idx: b.load(x, source(b, idx)))
+
+
+# -- bucketize, searchsorted --------------------------------------------------------------------
+def binary_search(b, value, size: int, bound, right: bool):
+    """Where `value` goes in a sorted run of `size` elements, `bound(b, k)` reading the k-th: the
+    first position whose element is not below it (`right`: not at or below it). Eager's
+    comparisons (a NaN goes last), in Inductor's unrolled form: `size.bit_length()` halvings,
+    each an indirect load at the middle (clamped into the run: a search that has ended, whose
+    middle is its end, changes nothing)."""
+    low, high = b.constant(0, dt.i64), b.constant(size, dt.i64)
+    two, one, last = (b.constant(c, dt.i64) for c in (2, 1, size - 1))
+    steps = size.bit_length()
+    for step in range(steps):
+        mid = b.floordiv(b.add(low, high), two)
+        inside = b.lt(mid, high)
+        element = bound(b, b.minimum(mid, last))
+        below = b.logical_not(b.gt(element, value) if right else b.ge(element, value))
+        low = b.where(b.logical_and(below, inside), b.add(mid, one), low)
+        if step < steps - 1:
+            high = b.where(below, high, mid)
+    return low
+
+
+def _search(ctx, sequence, values, right: bool, sorter=None):
+    """Each element of `values` searched in `sequence`: its one row (1-d), or the row its own
+    leading index names."""
+    size = sequence.type.shape[-1]
+    if not isinstance(size, int):
+        raise Unsupported("a search over a symbolic number of elements")
+    out = ctx.out
+    compute = dt.upcast(promote([values, sequence], KIND.NO_OPMATH, compute=False))
+    rows = sequence.type.rank - 1
+
+    def body(b, idx):
+        row = list(idx[:rows])
+
+        def bound(b, k):
+            if sorter is not None:
+                k = b.load(sorter, [*row, k])
+            return b.cast(b.load(sequence, [*row, k]), compute)
+
+        value = b.cast(b.load(values, idx), compute)
+        return binary_search(b, value, size, bound, right)
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+@register_lowering(aten.bucketize.Tensor)
+def bucketize(ctx, x, boundaries, *, out_int32=False, right=False):
+    return _search(ctx, boundaries, x, right)
+
+
+@register_lowering(aten.searchsorted.Tensor)
+def searchsorted(ctx, sequence, x, *, out_int32=False, right=False, side=None, sorter=None):
+    return _search(ctx, sequence, x, right or side == "right", sorter)

@@ -57,6 +57,22 @@ SCALAR_TABLE = {
         ).split()
     },
     **{n: (n, KIND.DEFAULT) for n in "neg relu floor ceil round trunc sign bitwise_not".split()},
+    # special functions with a libdevice form (Inductor's Triton set; the others run in ATen)
+    **{
+        packet: (name, KIND.INT_TO_FLOAT)
+        for packet, name in (
+            ("i0", "i0"),
+            ("erfinv", "erfinv"),
+            ("special_i1", "i1"),
+            ("special_modified_bessel_i0", "i0"),
+            ("special_modified_bessel_i1", "i1"),
+            ("special_bessel_j0", "j0"),
+            ("special_bessel_j1", "j1"),
+            ("special_bessel_y0", "y0"),
+            ("special_bessel_y1", "y1"),
+            ("special_erfcx", "erfcx"),
+        )
+    },
     "sgn": ("sign", KIND.DEFAULT),
     "abs": ("abs", KIND.COMPLEX_TO_FLOAT),
     "square": ("square", KIND.BOOL_TO_LONG),
@@ -198,3 +214,19 @@ def prims_div(ctx, x, y):
     """prims' division (torch's references use it, `lcm`): true division for floats, rounded
     toward zero for integers, as C divides."""
     return div(ctx, x, y, rounding_mode=None if ctx.out.dtype.is_floating_point else "trunc")
+
+
+@register_lowering(aten.frexp, torch.ops.prims.frexp)
+def frexp(ctx, x):
+    """Two pointwise nodes, the mantissa and the i32 exponent, as Inductor's lowering makes them
+    (they fuse into one kernel); f16 and bf16 split in f32, exactly (their subnormals are normal
+    there)."""
+    compute = dt.upcast(x.type.dtype)
+
+    def part(name: str):
+        return lambda b, idx: getattr(b, name)(b.cast(b.load(x, idx), compute))
+
+    return [
+        ctx.pointwise(t.dtype, t.shape, part(name))
+        for t, name in zip(ctx.outs, ("frexp_mantissa", "frexp_exponent"))
+    ]

@@ -2,7 +2,8 @@
 window, its taps unrolled in one pointwise body when the window is small (Inductor's bound, 25)
 and a reduction over the window otherwise, out-of-bounds taps masked loads of 0; its backward
 gathers from the windows that cover each input position. Max pooling and adaptive max pooling
-(its general case) unroll the window into two pointwise nodes, values and positions. Max
+(its general case) unroll the window into two pointwise nodes, values and positions; max
+pooling over more than 25 taps reduces the window instead (a max, an argmax). Max
 pooling's backward and the empty, global and even adaptive cases decompose (mind's own rules,
 passes/aten_rules/) to a scatter-add, reductions and max pooling."""
 
@@ -69,14 +70,20 @@ class Window:
 
     def _bounds(self, b, d: int, pos: IntLike, out_size: IntLike) -> list:
         """The checks `0 <= pos < size` that some output's window needs along dim d."""
-        size, k, s, p = self.spatial[d], self.kernel[d], self.stride[d], self.padding[d]
+        low, high = self.reaches_out(d, out_size)
         conds = []
-        if p > 0:
+        if low:
             conds.append(b.ge(b.index(pos), b.constant(0, dt.i64)))
-        last = (out_size - 1) * s - p + (k - 1) * self.step(d) + 1  # past the last window
-        if not (isinstance(last, int) and isinstance(size, int) and last <= size):
-            conds.append(b.lt(b.index(pos), b.constant(size, dt.i64)))
+        if high:
+            conds.append(b.lt(b.index(pos), b.constant(self.spatial[d], dt.i64)))
         return conds
+
+    def reaches_out(self, d: int, out_size: IntLike) -> tuple[bool, bool]:
+        """Whether some output's window along dim d starts before the input (padding), and
+        whether one ends past it."""
+        size, k, s, p = self.spatial[d], self.kernel[d], self.stride[d], self.padding[d]
+        last = (out_size - 1) * s - p + (k - 1) * self.step(d) + 1  # past the last window
+        return p > 0, not (isinstance(last, int) and isinstance(size, int) and last <= size)
 
     def divisor(self, b, out_idx, out_sizes, count_include_pad: bool):
         """What each window's sum is divided by: torch's `pool_size`, the window cut at the
@@ -237,6 +244,21 @@ def adaptive_max_pool(ctx, x, output_size):
     )
 
 
+def _i64(b, value: IntLike):
+    return b.constant(value, dt.i64)
+
+
+def _first_inside(b, window: Window, d: int, start: IntLike):
+    """The input position of the first tap at or past 0 of the window starting at `start`."""
+    first = b.index(start)
+    if window.padding[d] == 0:
+        return first
+    step = _i64(b, window.step(d))
+    before = b.maximum(b.sub(_i64(b, 0), first), _i64(b, 0))
+    skipped = b.floordiv(b.add(before, b.sub(step, _i64(b, 1))), step)
+    return b.add(first, b.mul(skipped, step))
+
+
 def _max_tap(b, x, index, mask, compute):
     """x at `index` in `compute`, -inf where `mask` is off."""
     value = b.load(x, index, mask=mask, other=float("-inf")) if mask else b.load(x, index)
@@ -269,16 +291,19 @@ def max_with_position(b, taps):
 
 def max_pool(ctx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False, *, n: int):
     """Max pooling with indices, as Inductor lowers it: the window's taps unrolled (at most
-    25), out-of-bounds taps masked to -inf, the values and positions as two pointwise nodes."""
+    25), out-of-bounds taps masked to -inf, the values and positions as two pointwise nodes;
+    a larger window is reduced (`_max_pool_reduction`)."""
     values, indices = ctx.outs
     kernel = _expand(kernel_size, n)
-    if math.prod(kernel) > UNROLL_LIMIT or not values.dtype.is_floating_point:
-        raise Unsupported("max pooling over a large window, or of integers")
+    if not values.dtype.is_floating_point:
+        raise Unsupported("max pooling of integers")
     window = Window(
         x.type.shape, kernel, _expand(stride, n, kernel), _expand(padding, n), _expand(dilation, n)
     )
     compute = dt.upcast(values.dtype)
     sizes = x.type.shape[-n:]
+    if math.prod(kernel) > UNROLL_LIMIT:
+        return _max_pool_reduction(ctx, x, window, compute)
 
     def best(b, idx):
         taps = []
@@ -292,6 +317,53 @@ def max_pool(ctx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=Fa
         ctx.pointwise(values.dtype, values.shape, lambda b, idx: best(b, idx)[0]),
         ctx.pointwise(indices.dtype, indices.shape, lambda b, idx: best(b, idx)[1]),
     )
+
+
+def _max_pool_reduction(ctx, x, window: Window, compute):
+    """Max pooling over a window of more than 25 taps, as Inductor lowers it: a max and an
+    argmax over the window (out-of-bounds taps -inf), and a pointwise node that turns the
+    argmax's offset in the window into the flat input position. As eager picks, the last NaN
+    wins (a third reduction finds it), and a window of -inf only gives its first tap inside
+    the input (the argmax's first tap may lie in the padding)."""
+    values, indices = ctx.outs
+    n, kernel = len(window.kernel), window.kernel
+    offsets = [math.prod(kernel[d + 1 :]) for d in range(n)]
+
+    def tap(b, idx, ridx):
+        positions, mask = window.tap_position(b, idx, ridx, values.shape)
+        return _max_tap(b, x, [*idx[:-n], *positions], mask, compute)
+
+    def nan_offset(b, idx, ridx):
+        offset = b.index(sum((k * o for k, o in zip(ridx, offsets)), sympy.Integer(0)))
+        return b.where(b.isnan(tap(b, idx, ridx)), offset, b.constant(-1, dt.i64))
+
+    best = ctx.reduction(values.dtype, values.shape, kernel, "max", tap)
+    first = ctx.reduction(dt.i64, values.shape, kernel, "argmax", tap)
+    last_nan = ctx.reduction(dt.i64, values.shape, kernel, "max", nan_offset)
+
+    def position(b, idx):
+        nan = b.load(last_nan, idx)
+        offset = b.where(b.ge(nan, _i64(b, 0)), nan, b.load(first, idx))
+        starts, chosen, inside = window.starts(idx), [], None
+        for d, start in enumerate(starts):
+            tap_d = b.floordiv(offset, _i64(b, offsets[d])) if offsets[d] > 1 else offset
+            tap_d = b.mod(tap_d, _i64(b, kernel[d])) if d else tap_d
+            step = window.step(d)
+            chosen.append(b.add(b.index(start), b.mul(tap_d, _i64(b, step)) if step > 1 else tap_d))
+            low, high = window.reaches_out(d, values.shape[d - n])
+            checks = [(low, b.ge, 0), (high, b.lt, window.spatial[d])]
+            for ok in [cmp(chosen[-1], _i64(b, bound)) for on, cmp, bound in checks if on]:
+                inside = ok if inside is None else b.logical_and(inside, ok)
+        if inside is not None:  # a window of -inf only: its first tap inside the input
+            firsts = [_first_inside(b, window, d, start) for d, start in enumerate(starts)]
+            chosen = [b.where(inside, c, f) for c, f in zip(chosen, firsts)]
+        flat = chosen[-1]
+        for d in range(n - 1):
+            term = b.mul(chosen[d], _i64(b, math.prod(window.spatial[d + 1 :])))
+            flat = b.add(term, flat)
+        return flat
+
+    return best, ctx.pointwise(indices.dtype, indices.shape, position)
 
 
 #: the lowerings over n pooled dims, and their overloads for n = 2 and 3 (1-d pooling is 2-d)

@@ -30,6 +30,7 @@ from ..lower import BodyBuilder, LowerCtx, indirect_index
 from . import Unsupported, register_lowering
 from .common import is_tensor, norm_dim, operand
 from .indexing import advanced_index, index_value
+from .views import storage_index, strided_position
 
 aten = torch.ops.aten
 
@@ -148,6 +149,25 @@ def scatter_add(ctx, x, dim, index, src):
 @register_lowering(aten.scatter_reduce.two)
 def scatter_reduce(ctx, x, dim, index, src, reduce, *, include_self=True):
     return _scatter(ctx, x, dim, index, src, reduce, include_self)
+
+
+# -- as_strided_scatter -----------------------------------------------------------------------
+@register_lowering(aten.as_strided_scatter)
+def as_strided_scatter(ctx, x, src, size, stride, storage_offset=None):
+    """Inductor's: a copy of `x` with `src` written through `as_strided` of it, each element to
+    the position `storage_offset + Σ idx·stride` of the copy's memory, which the result's layout
+    (eager's: the copy keeps a dense `x`'s strides) maps back to an index."""
+    out = ctx.out
+    storage_index(out, 0)  # a layout it cannot map: an ATen call, before any node is made
+    target = copy_of(ctx, x)
+    if _empty(size):
+        return target
+
+    def body(b, idx):
+        where = storage_index(out, strided_position(idx, stride, storage_offset))
+        return where, operand(b, src, idx, out.dtype)
+
+    return scatter_node(ctx, target, size, None, body)
 
 
 # -- index_put --------------------------------------------------------------------------------

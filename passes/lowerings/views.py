@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import sympy
 import torch
 from mind.ir.symbols import IntLike
+from mind.ir.types import TensorType
 
 from . import Unsupported, register_lowering
 from .common import Index, broadcast_index, is_tensor, norm_dim, pvars
@@ -183,23 +184,32 @@ def unbind(ctx, x, dim=0):
     return [ctx.view(x, t.shape, [*idx[:dim], k, *idx[dim:]]) for k, t in enumerate(ctx.outs)]
 
 
+def storage_index(t: TensorType, flat: IntLike) -> Index:
+    """The index of the element at position `flat` of the memory of a tensor of type `t`: its
+    dims in stride order split the position. Only for a dense layout (Unsupported else)."""
+    if t.strides is None or any(not isinstance(s, int) for s in t.strides):
+        raise Unsupported("a strided view of a tensor without a known layout")
+    order = sorted(range(t.rank), key=lambda k: -t.strides[k])
+    sizes = [t.shape[k] for k in order]
+    if [t.strides[k] for k in order] != _strides(sizes):
+        raise Unsupported("a strided view of a layout with gaps")
+    index: Index = [0] * t.rank
+    for k, e in zip(order, _unflatten(flat, sizes, _strides(sizes))):
+        index[k] = e
+    return index
+
+
+def strided_position(idx: Index, stride: Sequence[IntLike], storage_offset) -> IntLike:
+    """The memory position `as_strided(size, stride, storage_offset)` reads at `idx`."""
+    return sum((e * s for e, s in zip(idx, stride)), sympy.Integer(storage_offset or 0))
+
+
 @register_lowering(aten.as_strided)
 def as_strided(ctx, x, size, stride, storage_offset=None):
     """Only over a buffer with a dense layout: the flat position is split over the buffer's
     dims in stride order."""
-    t = x.type
-    if not is_tensor(x) or t.strides is None or any(not isinstance(s, int) for s in t.strides):
+    if not is_tensor(x):
         raise Unsupported("as_strided of a tensor without a known layout")
-    order = sorted(range(t.rank), key=lambda k: -t.strides[k])
-    sizes = [t.shape[k] for k in order]
-    if [t.strides[k] for k in order] != _strides(sizes):
-        raise Unsupported("as_strided of a layout with gaps")
-
-    def index(idx):
-        flat = sum((e * s for e, s in zip(idx, stride)), sympy.Integer(storage_offset or 0))
-        src: Index = [0] * t.rank
-        for k, e in zip(order, _unflatten(flat, sizes, _strides(sizes))):
-            src[k] = e
-        return src
-
-    return _view(ctx, x, index)
+    return _view(
+        ctx, x, lambda idx: storage_index(x.type, strided_position(idx, stride, storage_offset))
+    )
