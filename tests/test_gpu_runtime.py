@@ -71,7 +71,7 @@ def test_kernels_compile_in_worker_processes(tmp_path, monkeypatch):
     from mind.passes import run_pipeline
     from mind.runtime import compile_pool
     from mind.runtime.compile_pool import exec_source
-    from mind.runtime.launch import deferred
+    from mind.runtime.launch import deferred, target_of
     from mind.target.triton import emit
 
     text = (
@@ -87,10 +87,11 @@ def test_kernels_compile_in_worker_processes(tmp_path, monkeypatch):
         with deferred() as bindings:
             exec_source(source, str(path), {"__name__": "module"})
         pool = compile_pool.pool()
+        target = target_of(bindings[0].device)
         for worker in pool.workers:
             assert worker.ready.wait(120)
         for i in range(len(bindings)):  # the workers compile everything: nothing is left here
-            assert pool.workers[0].compile(("module", source, str(path), i))
+            assert pool.workers[0].compile(("module", source, str(path), i, target))
         assert len(list((tmp_path / "triton").rglob("*.cubin"))) == 2
         for binding in bindings:  # here, each is found in Triton's cache: no new cubin
             binding.compile()
