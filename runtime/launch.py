@@ -79,10 +79,11 @@ class Binding:
         return compiled
 
     def precompile(self, target: Any) -> None:
-        """Compile for `target` into Triton's on-disk cache, where `compile` finds it, touching
-        no GPU (no CUDA context, nothing loaded): what a compile worker does."""
+        """Compile for `target` into Triton's on-disk cache, where `compile` finds it, with its
+        host launcher, loading nothing on a GPU (no CUDA context): what a compile worker does."""
         with compiling_for(target, self.device.index or 0):
-            self._warmup()
+            compiled = self._warmup()
+        _build_launcher(compiled)
 
     def _warmup(self):
         names = [p.name for p in self.kernel.params]
@@ -127,6 +128,17 @@ def target_of(device: torch.device) -> Any:
     """What Triton compiles for on `device` (a `GPUTarget`): what a compile worker is told."""
     with torch.cuda.device(device):
         return driver.active.get_current_target()
+
+
+def _build_launcher(compiled) -> None:
+    """Make the host launcher loading `compiled` makes: Triton 3.6 compiles one in C per
+    signature (a C compiler's run, cached on disk), Triton 3.8 has one for all. Nothing without
+    a GPU driver."""
+    try:
+        gpu = driver.default
+    except RuntimeError:  # no active driver: no GPU here
+        return
+    gpu.launcher_cls(compiled.src, compiled.metadata)
 
 
 class _CompileOnly:
