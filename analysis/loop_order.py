@@ -31,7 +31,7 @@ from mind.ir.symbols import IntLike, as_int_like
 
 from .deps import equal, index_ops, product, size_hint
 from .iteration import Join, Reorder, coarsen
-from .loops import pvar, simplify_with_ranges, substitute
+from .loops import linear_coefficients, pvar, simplify_with_ranges, substitute
 
 #: a buffer access in a node's body: the buffer, the flat index, whether it stores
 Access = tuple[Value, IntLike, bool]
@@ -49,23 +49,10 @@ def accesses(node: Node) -> list[Access]:
 
 def strides(index: IntLike, count: int) -> list[IntLike] | None:
     """The stride of each loop variable `p0..` in `index`, or None where `index` is not linear in
-    them (a floor or Mod of a loop variable, a product of two). Term by term, not by sympy's
-    `coeff`, which walks the expression once per variable."""
+    them (a floor or Mod of a loop variable, a product of two)."""
     variables = [pvar(k) for k in range(count)]
-    loop_vars = set(variables)
-    coeffs: dict[sympy.Symbol, IntLike] = dict.fromkeys(variables, 0)
-    for term, factor in sympy.sympify(index).as_coefficients_dict().items():
-        found = term.free_symbols & loop_vars
-        if not found:
-            continue
-        if len(found) > 1:
-            return None
-        (var,) = found
-        rest = term / var
-        if rest.free_symbols & loop_vars:
-            return None
-        coeffs[var] += factor * rest
-    return [as_int_like(coeffs[v]) for v in variables]
+    coeffs = linear_coefficients(index, variables)
+    return None if coeffs is None else [coeffs[v] for v in variables]
 
 
 #: a loop as an access sees it: the stride it steps the buffer by, and its size
