@@ -88,12 +88,11 @@ class Worker:
             return False
 
     def stop(self) -> None:
-        """Close its pipes: the worker exits at the end of its job stream."""
-        for stream in (self.jobs, self.results):
-            try:
-                stream.close()
-            except OSError:
-                pass
+        """Close its job stream: the worker exits at its end."""
+        try:
+            self.jobs.close()
+        except OSError:  # (a worker that died broke the pipe)
+            pass
 
 
 class Pool:
@@ -104,8 +103,10 @@ class Pool:
         pipes = [(os.pipe(), os.pipe()) for _ in range(size)]  # (jobs, results) per worker
         theirs = [fd for jobs, results in pipes for fd in (jobs[0], results[1])]
         command = [sys.executable, "-m", "mind.runtime.compile_worker", *map(str, theirs)]
+        self.server = None
         try:
-            self.server = subprocess.Popen(command, stdin=subprocess.DEVNULL, pass_fds=theirs)
+            if size:
+                self.server = subprocess.Popen(command, stdin=subprocess.DEVNULL, pass_fds=theirs)
         finally:
             for fd in theirs:
                 os.close(fd)
@@ -129,7 +130,8 @@ class Pool:
         todo = list(reversed(range(len(bindings))))
         finished: set[int] = set()
         position = {id(b): i for i, b in enumerate(bindings)}
-        targets = {device: target_of(device) for device in {b.device for b in bindings}}
+        workers = [w for w in self.workers if not w.dead]
+        targets = {d: target_of(d) for d in {b.device for b in bindings}} if workers else {}
         pending = list(tuned)
         changed = threading.Condition()
         helped = set()
@@ -160,7 +162,7 @@ class Pool:
                 done = [t for t in pending if all(position[id(b)] in finished for b in t.bindings)]
             return done[0] if done else None
 
-        helpers = [threading.Thread(target=help, args=(w,)) for w in self.workers if not w.dead]
+        helpers = [threading.Thread(target=help, args=(w,)) for w in workers]
         for thread in helpers:
             thread.start()
         here = 0
@@ -191,7 +193,8 @@ class Pool:
         """Stop the workers (each exits at the end of its job stream) and their server."""
         for worker in self.workers:
             worker.stop()
-        self.server.wait()
+        if self.server is not None:
+            self.server.wait()
 
 
 _POOL: Pool | None = None
