@@ -411,23 +411,6 @@ class KernelBuilder:
             else self.emit(scope, "cast", [index], dt.i64, shape_of(index))
         )
 
-    def recompute(self, scope: Scope, value: Value) -> Value:
-        """`value` computed again along r from its loads (registers hold a row only as long as a
-        reduction needs it): the ops that make it are translated anew, index math and masks
-        reused."""
-        again = self.phases.closure([self.phases.defs[value]])
-        fresh = {r for op in again for r in op.results}
-        redo = Scope(
-            scope.block,
-            {k: v for k, v in scope.values.items() if k not in fresh},
-            scope.vars,
-            scope.indices,
-            scope.masks,
-        )
-        for op in again:
-            self.translate(redo, op)
-        return redo.values[value]
-
 
 #: how Triton types a Python scalar of each kind: the type of a parameter passed by value
 BY_VALUE = {"f": dt.f32, "i": dt.i64, "u": dt.i64, "b": dt.b8}

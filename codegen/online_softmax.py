@@ -1,7 +1,8 @@
 """The `online_softmax` reduction kind's block ops: a row's max M and its sum S of exp(v - M).
 
-In registers (a persistent kernel) it is two reductions: the max, then the sum of exp(v - max)
-over v computed again (recomputing costs loads from cache; keeping the row would cost registers).
+In registers (a persistent kernel) it is two reductions over the row the registers hold: the
+max, then the sum of exp(v - max) (as Inductor's persistent softmax: loading the row again would
+cost a second read, from cache at best).
 
 In an r-loop (a looped kernel), as Inductor does, each lane carries its running max m and
 running sum s, rescaled whenever the max grows:
@@ -32,8 +33,7 @@ class OnlineSoftmax(Accumulator):
         dtype = op.results[0].type.dtype
         v = scope.values[op.value]
         row_max = reduce_block(b, scope, [b.masked_input(scope, v, MAX.neutral(dtype), dtype)], MAX, dtype)  # fmt: skip
-        again = b.recompute(scope, op.value)
-        exp = b.emit_op(scope, "exp", [b.emit_op(scope, "sub", [again, row_max], dtype)], dtype)
+        exp = b.emit_op(scope, "exp", [b.emit_op(scope, "sub", [v, row_max], dtype)], dtype)
         total = b.masked_input(scope, exp, SUM.neutral(dtype), dtype)
         return [row_max, reduce_block(b, scope, [total], SUM, dtype)]
 

@@ -160,15 +160,16 @@ def test_dump_dir_writes_every_stage_in_pipeline_order_as_round_tripping_ir(tmp_
         "graph0_forward.05.inline.loops",
         "graph0_forward.06.schedule.scheduled",
         "graph0_forward.07.fuse.scheduled",
-        "graph0_forward.08.merge-loops.scheduled",
-        "graph0_forward.09.online-softmax.scheduled",
-        "graph0_forward.10.welford.scheduled",
-        "graph0_forward.11.reorder-collectives.scheduled",
-        "graph0_forward.12.scheduled.dot",
-        "graph0_forward.13.to-triton.triton",
-        "graph0_forward.14.py",
+        "graph0_forward.08.cse.scheduled",
+        "graph0_forward.09.merge-loops.scheduled",
+        "graph0_forward.10.online-softmax.scheduled",
+        "graph0_forward.11.welford.scheduled",
+        "graph0_forward.12.reorder-collectives.scheduled",
+        "graph0_forward.13.scheduled.dot",
+        "graph0_forward.14.to-triton.triton",
+        "graph0_forward.15.py",
     ]
-    assert "digraph mind {" in (tmp_path / "dump" / names[13]).read_text()
+    assert "digraph mind {" in (tmp_path / "dump" / names[14]).read_text()
     for f in files:
         if f.suffix in (".fx", ".aten", ".loops", ".scheduled", ".triton"):
             text = f.read_text()
