@@ -21,7 +21,7 @@ from mind.ir.core import Block, Operation, Value
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .loops import EXPR_CACHE_SIZE, pvar, strides_of, substitute
+from .loops import EXPR_CACHE_SIZE, linear_coefficients, pvar, strides_of, substitute
 
 Dep = tuple[Value, IntLike, dict[str, IntLike]]
 Dim = tuple[sympy.Symbol, IntLike]
@@ -160,9 +160,13 @@ _INDIRECT = re.compile(r"i\d+")
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _mergeable(index: IntLike, outer: sympy.Symbol, inner: sympy.Symbol, inner_size) -> bool:
-    """Sound test: stepping `outer` once is stepping `inner` by its size, for any values."""
+    """Sound test: stepping `outer` once is stepping `inner` by its size, for any values (for a
+    linear index: `outer`'s coefficient is `inner`'s times its size)."""
     if isinstance(index, int) or not index.free_symbols & {outer, inner}:
         return True
+    linear = linear_coefficients(index, (outer, inner))
+    if linear is not None:
+        return equal(linear[outer], as_int_like(linear[inner] * inner_size))
     split = index.xreplace({outer: _M1, inner: _M2})
     merged = index.xreplace({outer: sympy.Integer(0), inner: _M1 * inner_size + _M2})
     return equal(split, merged)

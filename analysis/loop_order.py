@@ -31,7 +31,7 @@ from mind.ir.symbols import IntLike, as_int_like
 
 from .deps import equal, index_ops, product, size_hint
 from .iteration import Join, Reorder, coarsen
-from .loops import pvar, simplify_with_ranges, substitute
+from .loops import linear_coefficients, pvar, simplify_with_ranges, substitute
 
 #: a buffer access in a node's body: the buffer, the flat index, whether it stores
 Access = tuple[Value, IntLike, bool]
@@ -49,15 +49,10 @@ def accesses(node: Node) -> list[Access]:
 
 def strides(index: IntLike, count: int) -> list[IntLike] | None:
     """The stride of each loop variable `p0..` in `index`, or None where `index` is not linear in
-    them (a floor or Mod of a loop variable)."""
-    expr = sympy.sympify(index)
+    them (a floor or Mod of a loop variable, a product of two)."""
     variables = [pvar(k) for k in range(count)]
-    coeffs = [expr.coeff(v) for v in variables]
-    rest = expr - sum((c * v for c, v in zip(coeffs, variables)), start=sympy.Integer(0))
-    loop_vars = set(variables)
-    if any(sympy.sympify(e).free_symbols & loop_vars for e in (*coeffs, rest)):
-        return None
-    return coeffs
+    coeffs = linear_coefficients(index, variables)
+    return None if coeffs is None else [coeffs[v] for v in variables]
 
 
 #: a loop as an access sees it: the stride it steps the buffer by, and its size
@@ -120,6 +115,12 @@ def _split(dim: Dim, point: IntLike) -> list[Dim] | None:
     stride, size = dim
     if stride == 0:
         return None
+    if type(stride) is int and type(size) is int and type(point) is int:  # no sympy for ints
+        inner, rest = divmod(point, stride)
+        outer, left = divmod(size, inner) if inner > 0 and not rest else (0, 1)
+        if left or outer <= 1 or inner == 1:
+            return None
+        return [(point, outer), (stride, inner)]
     inner = sympy.sympify(point) / stride
     outer = sympy.sympify(size) / inner
     if not (_whole(inner) and _whole(outer)) or equal(inner, 1) or equal(outer, 1):

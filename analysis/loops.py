@@ -81,6 +81,28 @@ def _substitute(expr: sympy.Expr, mapping: tuple[tuple[sympy.Symbol, IntLike], .
     return simplify_index(expr.xreplace({k: sympy.sympify(v) for k, v in mapping}))
 
 
+def linear_coefficients(
+    expr: IntLike, variables: Sequence[sympy.Symbol]
+) -> dict[sympy.Symbol, IntLike] | None:
+    """The coefficient of each of `variables` in `expr` (ints where they are constants), or None
+    where `expr` is not linear in them: a term holding two of them, a power, a floor or Mod of
+    one. Term by term: sympy's `coeff` walks the expression once per variable."""
+    wanted = set(variables)
+    coeffs: dict[sympy.Symbol, IntLike] = dict.fromkeys(variables, 0)
+    for term, factor in sympy.sympify(expr).as_coefficients_dict().items():
+        found = term.free_symbols & wanted
+        if not found:
+            continue
+        if len(found) > 1:
+            return None
+        (var,) = found
+        rest = term / var
+        if rest.free_symbols & wanted:
+            return None
+        coeffs[var] += factor * rest
+    return {v: as_int_like(c) for v, c in coeffs.items()}
+
+
 def compose_view(
     value: Value, index: list[IntLike]
 ) -> tuple[Value, list[IntLike], list[Operation]]:

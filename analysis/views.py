@@ -18,7 +18,7 @@ from mind.ir.core import Value
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import TensorType, contiguous_strides
 
-from .loops import EXPR_CACHE_SIZE, compose_view, pvar, simplify_index
+from .loops import EXPR_CACHE_SIZE, compose_view, linear_coefficients, pvar, simplify_index
 
 Strides = tuple[IntLike, ...]
 
@@ -50,16 +50,26 @@ def _affine(flat: sympy.Expr, shape: tuple[IntLike, ...]) -> tuple[Strides, IntL
     """(strides, offset) when `flat`, over the p vars of a view of `shape`, is
     `offset + sum(strides[i] * p_i)`; else None."""
     ps = [pvar(i) for i in range(len(shape))]
-    flat = sympy.expand(flat.xreplace({p: 0 for p, n in zip(ps, shape) if n == 1}))
-    offset = flat.xreplace({p: 0 for p in ps})
-    strides = [sympy.expand(sympy.diff(flat, p)) for p in ps]
-    if any(s.free_symbols & set(ps) or s.has(sympy.Derivative) for s in strides):
-        return None
-    if sympy.expand(offset + sum(s * p for s, p in zip(strides, ps)) - flat) != 0:
-        return None
+    flat = flat.xreplace({p: 0 for p, n in zip(ps, shape) if n == 1})
+    linear = linear_coefficients(flat, ps)  # most views: read off the terms, no calculus
+    if linear is not None:
+        strides = [_expanded(linear[p]) for p in ps]
+        offset = _expanded(as_int_like(flat.xreplace({p: 0 for p in ps})))
+    else:
+        flat = sympy.expand(flat)
+        offset = flat.xreplace({p: 0 for p in ps})
+        strides = [sympy.expand(sympy.diff(flat, p)) for p in ps]
+        if any(s.free_symbols & set(ps) or s.has(sympy.Derivative) for s in strides):
+            return None
+        if sympy.expand(offset + sum(s * p for s, p in zip(strides, ps)) - flat) != 0:
+            return None
     unit = contiguous_strides(shape)
     strides = tuple(u if n == 1 else as_int_like(s) for s, u, n in zip(strides, unit, shape))
     return strides, as_int_like(offset)
+
+
+def _expanded(value: IntLike) -> IntLike:
+    return value if isinstance(value, int) else sympy.expand(value)
 
 
 def alias_of(value: Value) -> tuple[Value, IntLike] | None:

@@ -427,4 +427,6 @@ def passed_by_value(t: TensorType, device) -> dt.DType | None:
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _substituted(expr: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
-    return expr.subs(dict(subs))
+    """`expr` with each p var renamed (or zeroed) at once: `xreplace`, not `subs`, which matches
+    patterns and substitutes one symbol after another."""
+    return expr.xreplace(dict(subs))

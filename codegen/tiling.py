@@ -21,7 +21,7 @@ from math import prod
 
 import sympy
 from mind.analysis.deps import index_ops, size_hint
-from mind.analysis.loops import EXPR_CACHE_SIZE
+from mind.analysis.loops import EXPR_CACHE_SIZE, linear_coefficients
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir import dtypes as dt
@@ -95,7 +95,9 @@ def _accesses(node: Operation) -> list[sympy.Expr]:
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
-    return sympy.diff(expr, sym(f"p{dim}")) == 1
+    var = sym(f"p{dim}")
+    linear = linear_coefficients(expr, (var,))
+    return (linear[var] if linear is not None else sympy.diff(expr, var)) == 1
 
 
 def _tile_split(node: Operation, nx: int) -> int | None:

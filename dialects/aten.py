@@ -14,11 +14,13 @@ outside the aten namespace (SymInt arithmetic, prims) are `aten.call @target(...
 from __future__ import annotations
 
 import operator
+from collections.abc import Hashable
 from functools import cache
 from typing import Any
 
 import torch
 import torch.fx
+from mind.ir.attributes import attr_key
 from mind.ir.constraints import (
     ANY,
     ANY_TYPE,
@@ -33,7 +35,7 @@ from mind.ir.constraints import (
     tuple_of,
     value,
 )
-from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.core import Block, Operation, Region, Value, map_values
 from mind.ir.diagnostics import MindError, located
 from mind.ir.opdef import (
     ArgField,
@@ -150,8 +152,39 @@ def _meta_tensor(value: Value) -> torch.Tensor | None:
     )
 
 
+#: signatures (`_signature`) whose result types a meta run confirmed: a model's repeated layers
+#: repeat their ops, and each run costs a dispatch through torch (a millisecond)
+_CONFIRMED: set = set()
+_CONFIRMED_MAX = 1 << 14
+
+
+def _signature(op: Operation) -> Hashable | None:
+    """What a meta run of `op` depends on: its name, its arguments and attributes with each value
+    replaced by its type, its result types; None where some part cannot be hashed."""
+    typed = map_values((op.args, dict(op.attrs)), lambda v: v.type)
+    key = (op.name, attr_key(typed), tuple(r.type for r in op.results))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def _check_result_types(op: Operation) -> None:
-    """Run the op on meta tensors and compare dtype and sizes with the declared result types."""
+    """Run the op on meta tensors and compare dtype and sizes with the declared result types,
+    once per signature."""
+    key = _signature(op)
+    if key is not None and key in _CONFIRMED:
+        return
+    _run_on_meta(op)
+    if key is not None:
+        if len(_CONFIRMED) >= _CONFIRMED_MAX:
+            _CONFIRMED.clear()
+        _CONFIRMED.add(key)
+
+
+def _run_on_meta(op: Operation) -> None:
+    """Raise VerifyError where torch computes other result types than `op` declares."""
     try:
         metas = {v: _meta_tensor(v) for v in op.operands}
         if any(m is None for m in metas.values()):

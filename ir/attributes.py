@@ -12,7 +12,7 @@ from typing import Any
 
 import sympy
 
-from .core import Value
+from .core import Block, Operation, Value, map_values
 from .dtypes import Device, DType
 from .types import Type
 
@@ -111,3 +111,28 @@ def attr_key(value: Any) -> Hashable:
     if isinstance(value, PyCall):
         return PyCall, value.path, attr_key(value.args)
     return type(value), value
+
+
+def body_key(block: Block) -> Hashable:
+    """A hashable stand-in for a block's text up to the names of the values it defines (each is
+    its number, in order of definition; values from outside stand for themselves): two bodies
+    that compute alike have the same key, without printing either."""
+    numbers: dict[Value, int] = {}
+
+    def number(value: Value) -> Any:
+        return ("%", numbers[value]) if value in numbers else value
+
+    def block_key(b: Block) -> tuple:
+        for arg in b.args:
+            numbers[arg] = len(numbers)
+        return tuple(a.type for a in b.args), tuple(op_key(op) for op in b.ops)
+
+    def op_key(op: Operation) -> tuple:
+        head = (op.name, op.symbol, attr_key(map_values(op.args, number)))
+        attrs = attr_key(map_values(dict(op.attrs), number))
+        for result in op.results:
+            numbers[result] = len(numbers)
+        types = tuple(r.type for r in op.results)
+        return head, attrs, types, tuple(block_key(r.block) for r in op.regions)
+
+    return block_key(block)

@@ -20,6 +20,7 @@ the emitted wrapper evaluates, and inputs with symbolic sizes are not asserted.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from mind.analysis.views import alias_of
@@ -30,9 +31,9 @@ from mind.dialects.collectives import KINDS, Start, waits_of
 from mind.dialects.common import Call, ConstantTensor, Reinterpret
 from mind.dialects.scheduled import Node
 from mind.dialects.triton import Launch
+from mind.ir.attributes import body_key
 from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
-from mind.ir.printer import print_op
 from mind.ir.types import TensorType
 
 from .manager import Pass, option
@@ -153,10 +154,14 @@ def _deduplicated(kernels: list[Operation], wrappers: list[Operation]) -> list[O
     return [k for k in kernels if same[k.symbol] == k.symbol]
 
 
-def _body_key(kernel: Operation) -> str:
-    config = (kernel.kind, sorted(kernel.constexprs.items()), kernel.num_warps, kernel.num_stages)
-    args = [(a.name, str(a.type)) for a in kernel.body.args]
-    return f"{config}\n{args}\n" + "\n".join(print_op(op) for op in kernel.body.ops)
+def _body_key(kernel: Operation) -> Hashable:
+    config = (
+        kernel.kind,
+        tuple(sorted(kernel.constexprs.items())),
+        kernel.num_warps,
+        kernel.num_stages,
+    )
+    return config, tuple(a.name for a in kernel.body.args), body_key(kernel.body)
 
 
 class _WrapperBuilder:

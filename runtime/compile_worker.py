@@ -1,10 +1,53 @@
-"""A compile worker: `python -m mind.runtime.compile_worker`, started by the compile pool."""
+"""The compile pool's server: `python -m mind.runtime.compile_worker FD...`, started by the pool
+with a pair of pipe descriptors (jobs in, results out) per worker. It imports what compiling
+needs once, warms up what every process would otherwise redo on its first kernel, then forks one
+worker per pair (runtime/compile_pool.py) and waits for them."""
 
+import os
 import sys
 
-from mind.runtime.compile_pool import serve
+
+def warm_up() -> None:
+    """Import and compute, before forking, what each worker's first compile would: Triton's
+    compiler and its key (a hash of Triton's whole install, half a second), the modules the
+    generated source imports."""
+    import contextlib
+    import importlib
+
+    import mind.runtime.compile_pool  # noqa: F401
+    import mind.runtime.triton_helpers  # noqa: F401
+    import triton.compiler  # noqa: F401
+    from triton.runtime.cache import triton_key
+
+    triton_key()
+    with contextlib.suppress(ImportError):  # what Triton's argument specialization imports
+        importlib.import_module("triton.experimental.gluon.language")
+
+
+def main(fds: list[int]) -> None:
+    os.dup2(2, 1)  # what a compile prints goes to stderr
+    warm_up()
+    from mind.runtime.compile_pool import serve
+
+    children = []
+    for jobs, results in zip(fds[::2], fds[1::2]):
+        pid = os.fork()
+        if pid == 0:
+            for fd in fds:
+                if fd not in (jobs, results):
+                    os.close(fd)
+            code = 0
+            try:
+                serve(os.fdopen(jobs, "rb"), os.fdopen(results, "wb"))
+            except BaseException:
+                code = 1
+            os._exit(code)  # not the server's exit handlers
+        children.append(pid)
+    for fd in fds:
+        os.close(fd)
+    for pid in children:
+        os.waitpid(pid, 0)
+
 
 if __name__ == "__main__":
-    results = sys.stdout.buffer
-    sys.stdout = sys.stderr  # what a compile prints must not corrupt the answers
-    serve(sys.stdin.buffer, results)
+    main([int(fd) for fd in sys.argv[1:]])

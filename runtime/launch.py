@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from mind.ir.logs import channel
 from triton import knobs
+from triton.runtime.driver import driver
 from triton.runtime.interpreter import InterpretedFunction
 
 from .errors import KernelError
@@ -68,16 +69,27 @@ class Binding:
         return self.kernel.__name__
 
     def compile(self):
-        """Triton's compiled kernel for this signature (from Triton's cache when it has it)."""
-        names = [p.name for p in self.kernel.params]
-        if names[len(names) - len(self.constexprs) :] != list(self.constexprs):
-            raise KernelError(f"kernel '{self.name}' must take its constexprs last: {names}")
+        """Triton's compiled kernel for this signature (from Triton's cache when it has it),
+        loaded on its device."""
         start = time.perf_counter()
         with torch.cuda.device(self.device):
-            compiled = self.kernel.warmup(*self.signature, grid=(1,), **self.options)
+            compiled = self._warmup()
             compiled.run  # noqa: B018  (loads the binary on this device now, not at first launch)
         log.debug("kernel %s: compiled in %.1f ms", self.name, 1e3 * (time.perf_counter() - start))
         return compiled
+
+    def precompile(self, target: Any) -> None:
+        """Compile for `target` into Triton's on-disk cache, where `compile` finds it, with its
+        host launcher, loading nothing on a GPU (no CUDA context): what a compile worker does."""
+        with compiling_for(target, self.device.index or 0):
+            compiled = self._warmup()
+        _build_launcher(compiled)
+
+    def _warmup(self):
+        names = [p.name for p in self.kernel.params]
+        if names[len(names) - len(self.constexprs) :] != list(self.constexprs):
+            raise KernelError(f"kernel '{self.name}' must take its constexprs last: {names}")
+        return self.kernel.warmup(*self.signature, grid=(1,), **self.options)
 
     @property
     def interpreted(self) -> bool:
@@ -110,6 +122,52 @@ class Binding:
             run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
 
         return launch_checked
+
+
+def target_of(device: torch.device) -> Any:
+    """What Triton compiles for on `device` (a `GPUTarget`): what a compile worker is told."""
+    with torch.cuda.device(device):
+        return driver.active.get_current_target()
+
+
+def _build_launcher(compiled) -> None:
+    """Make the host launcher loading `compiled` makes: Triton 3.6 compiles one in C per
+    signature (a C compiler's run, cached on disk), Triton 3.8 has one for all. Nothing without
+    a GPU driver."""
+    try:
+        gpu = driver.default
+    except RuntimeError:  # no active driver: no GPU here
+        return
+    gpu.launcher_cls(compiled.src, compiled.metadata)
+
+
+class _CompileOnly:
+    """A Triton driver that answers only what compiling asks (the device, its stream, the
+    target), from what it is given: a process compiles for a GPU without initializing CUDA."""
+
+    def __init__(self, target: Any, device: int):
+        self.target, self.device = target, device
+
+    def get_current_device(self) -> int:
+        return self.device
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+
+@contextmanager
+def compiling_for(target: Any, device: int = 0) -> Iterator[None]:
+    """Triton compiles for `target` (device index `device`) inside, whatever this process's
+    GPUs are, if any."""
+    previous = driver._active
+    driver.set_active(_CompileOnly(target, device))
+    try:
+        yield
+    finally:
+        driver._active = previous
 
 
 #: while a loader defers binding: the bindings a module asked for, in order

@@ -90,7 +90,7 @@ def test_a_gather_compiles_with_debug_in_the_workers_and_the_loader_alike(tmp_pa
     compile workers and the loader's binding compile it with the same options (one cubin per
     kernel in Triton's cache), and it gives eager's answer."""
     from mind.runtime import compile_pool
-    from mind.runtime.launch import deferred
+    from mind.runtime.launch import deferred, target_of
 
     def fn(i, w, m):
         return (F.embedding(i, w) @ m).relu().sum(-1)
@@ -109,9 +109,10 @@ def test_a_gather_compiles_with_debug_in_the_workers_and_the_loader_alike(tmp_pa
         with deferred() as bindings:
             compile_pool.exec_source(source, str(path), {"__name__": "module"})
         pool = compile_pool.pool()
+        target = target_of(bindings[0].device)
         assert pool.workers[0].ready.wait(120)
         for i in range(len(bindings)):  # (a worker takes a binding by its index)
-            assert pool.workers[0].compile(("module", source, str(path), i))
+            assert pool.workers[0].compile(("module", source, str(path), i, target))
         cubins = len(list((tmp_path / "triton").rglob("*.cubin")))
         assert cubins == len(bindings) >= 2
         for binding in bindings:  # found in Triton's cache: the same options, no new cubin

@@ -11,7 +11,7 @@ import pytest
 import sympy
 import torch
 from mind.analysis.iteration import Reorder, join
-from mind.analysis.loop_order import matching_order, strides
+from mind.analysis.loop_order import _split, matching_order, strides
 from mind.analysis.loops import simplify_with_ranges
 from mind.ir.symbols import sym
 from programs import no_fallback
@@ -27,6 +27,12 @@ def test_strides_of_linear_indexes_only():
     assert strides(p0 * s1 + p1, 2) == [s1, 1]
     assert strides(p1, 2) == [0, 1]
     assert strides(mind.ir.symbols.as_int_like(p0 % 16), 1) is None
+    assert strides(p0 * s1 + p0 + 2 * s0 * p1 + s0, 2) == [s1 + 1, 2 * s0]
+    assert strides(sympy.Integer(7), 2) == [0, 0]
+    assert strides(p0 * p1 + p1, 2) is None
+    assert strides(p0**2, 1) is None
+    assert strides(16 * sympy.floor(p0 / 16) + p1, 2) is None
+    assert strides(s0 * (p0 + p1), 2) is None
 
 
 def test_matching_order_pairs_loops_by_stride():
@@ -42,6 +48,18 @@ def test_matching_order_pairs_loops_by_stride():
     # strides that pair with nothing, or a loop that is not linear: no order
     assert matching_order([4, 4], 12 - 4 * p0 + p1, [4, 4], 4 * p0 + p1) is None
     assert matching_order([8, 16], 16 * p0 + p1, [128], p0 % 16) is None
+
+
+@pytest.mark.parametrize(
+    "dim, point",
+    [((2, 64), 16), ((1, 16), 16), ((1, 16), 4), ((4, 8), 8), ((4, 8), 6), ((-2, 8), -4),
+     ((-2, 8), 4), ((3, 12), 9), ((1, 12), 24), ((0, 8), 2), ((16, 2), 32), ((2, 3), 4)],
+)  # fmt: skip
+def test_splitting_a_loop_on_integers_is_the_symbolic_split(dim, point):
+    """Static sizes take integer arithmetic, symbolic ones sympy's: the same pieces."""
+    symbolic = _split(tuple(sympy.Integer(n) for n in dim), sympy.Integer(point))
+    assert _split(dim, point) == symbolic
+    assert all(type(n) is int for piece in _split(dim, point) or [] for n in piece)
 
 
 def test_join_through_a_permutation():

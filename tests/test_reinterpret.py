@@ -83,6 +83,25 @@ def test_view_layout_rejects_non_affine_views():
     assert (layout.base, layout.strides, layout.offset) == (graph.body.args[0], (1, 8), 1)
 
 
+@pytest.mark.parametrize(
+    "flat, shape",
+    [("s0*(p0 + 1) + p1", ("s0", "s0")), ("2*(p1 + 3*p0) + 4", (4, 3)), ("8*p0 + p1", (1, 8)),
+     ("s0*p1 + s1*(p0 + 2)", (4, "s1")), ("Mod(p0, 4) + p1", (8, 2)), ("p0*p1", (2, 2))],
+)  # fmt: skip
+def test_an_affine_view_reads_off_as_its_expanded_form_does(flat, shape):
+    """A flat index as it comes (a sum of terms, read off term by term, or not expanded, taken
+    through sympy's calculus) gives the layout its expansion gives."""
+    import sympy
+    from mind.analysis.views import _affine
+    from mind.ir.symbols import sym
+
+    names = {n: sym(n) for n in ("p0", "p1", "s0", "s1")}
+    expr = sympy.sympify(flat, locals=names)
+    dims = tuple(names[n] if isinstance(n, str) else n for n in shape)
+    assert _affine(expr, dims) == _affine(sympy.expand(expr), dims)
+    assert (_affine(expr, dims) is None) == (flat in ("Mod(p0, 4) + p1", "p0*p1"))
+
+
 def compiled(fn, tmp_path: Path, *args):
     """`fn` compiled by mind (no fallback allowed) on `args`, and the kernels it launched."""
     torch._dynamo.reset()

@@ -171,13 +171,13 @@ def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_p
     path = tmp_path / "module.py"
     path.write_text(source)
     compiled = []
-    monkeypatch.setattr(Binding, "compile", lambda b: compiled.append((b.name, b.options)))
+    monkeypatch.setattr(Binding, "precompile", lambda b, t: compiled.append((b.name, b.options)))
     with knobs.runtime.scope():
         knobs.runtime.interpret = False
         with deferred() as bindings:
             compile_pool.exec_source(source, str(path), {"__name__": "module"})
         for i in range(len(bindings)):  # as a worker does, from the source
-            compile_pool.compile_kernel("module", source, str(path), i)
+            compile_pool.compile_kernel("module", source, str(path), i, None)
     loader_options = {b.name: b.options for b in bindings}
     assert dict(compiled) == loader_options
     (asserting,) = [name for name in loader_options if "embedding" in name]

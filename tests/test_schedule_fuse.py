@@ -162,6 +162,24 @@ def test_merge_dims_needs_every_index():
     assert merged == [(p1, 512)] and indexes == [sympy.floor(p1 / 2)]
 
 
+@pytest.mark.parametrize(
+    "index",
+    ["12*p0 + 4*p1 + p2", "12*p0 + 3*p1", "s0*p0 + p1", "4*s0*p0 + s0*p1 + 7", "s0*p0 + p1 + s1",
+     "4*p0 + p1 + p0*p2", "p0 + p1", "Mod(4*p0 + p1, 8)", "floor(p1/2) + 2*p0", "5"],
+)  # fmt: skip
+def test_linear_indexes_merge_as_the_symbolic_test_says(index):
+    """Merging (p0, p1), p1 of size 4 (of size s0 with `s0` in the index): linear indexes are
+    decided by their coefficients, the others by substitution; the same answers."""
+    from mind.analysis.deps import _M1, _M2, _mergeable, equal
+
+    p0, p1, s0 = sym("p0"), sym("p1"), sym("s0")
+    expr = sympy.sympify(index, locals={n: sym(n) for n in ("p0", "p1", "p2", "s0", "s1")})
+    size = s0 if s0 in expr.free_symbols else 4
+    split = expr.xreplace({p0: _M1, p1: _M2})
+    merged = expr.xreplace({p0: sympy.Integer(0), p1: _M1 * size + _M2})
+    assert _mergeable(expr, p0, p1, size) == equal(split, merged)
+
+
 def test_greedy_picks_the_most_bytes_first():
     text = (LIT / "fuse/fuse.loops").read_text()
     softmax = next(t for t, _ in split_input(text) if "@softmax" in t)

@@ -110,3 +110,30 @@ def test_erased_producer_leaves_its_users_dangling():
     load.erase()
     with pytest.raises(VerifyError, match="uses '%0' before it is defined"):
         verify(module)
+
+
+ATEN_ADDS = """aten.graph @g(%x: f32[4, 8][8, 1]cpu, %y: f32[4, 8][8, 1]cpu) {
+  %a = aten.add.Tensor(%x, %y) : f32[4, 8][8, 1]cpu
+  %b = aten.add.Tensor(%a, %y) : f32[4, 8][8, 1]cpu
+  %c = aten.add.Tensor(%b, %x) {alpha = 2} : f32[4, 8][8, 1]cpu
+  aten.output(%c)
+}"""
+
+
+def test_an_aten_op_runs_on_meta_tensors_once_per_signature(monkeypatch):
+    """Ops alike in name, argument types, attributes and result types (a model's repeated
+    layers) are checked against torch once; another signature, or a wrong result type, is
+    checked anew."""
+    from mind.dialects import aten
+
+    runs = []
+    run_on_meta = aten._run_on_meta
+    monkeypatch.setattr(aten, "_run_on_meta", lambda op: runs.append(op.name) or run_on_meta(op))
+    monkeypatch.setattr(aten, "_CONFIRMED", set())
+    verify(mind.parse(ATEN_ADDS))
+    assert runs == ["aten.add.Tensor", "aten.add.Tensor"]  # %b is %a's signature; %c has alpha
+    verify(mind.parse(ATEN_ADDS))
+    assert len(runs) == 2
+    wrong = ATEN_ADDS.replace("%b, %x) {alpha = 2} : f32[4, 8]", "%b, %x) {alpha = 2} : f32[8, 4]")
+    with pytest.raises(VerifyError, match="computes f32\\[4, 8\\] but '%c' is declared"):
+        verify(mind.parse(wrong))

@@ -1,0 +1,134 @@
+"""The compile pool without a GPU: its workers compile for a target they are told (Triton's
+front end and ptxas run on any machine), into Triton's on-disk cache, under the keys the loading
+process looks up; a worker that becomes ready while a module compiles joins in."""
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from mind.runtime import compile_pool
+from mind.runtime.launch import Binding, deferred
+from triton.backends.compiler import GPUTarget
+
+#: an H100's: what the workers compile for here
+H100 = GPUTarget("cuda", 90, 32)
+HEADER = """import torch
+import triton
+import triton.language as tl
+
+from mind.runtime.launch import bind
+
+cuda0 = torch.device("cuda", 0)
+"""
+KERNEL = """
+
+@triton.jit
+def scale{i}(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, i < n) * {i}, i < n)
+
+
+scale{i}_launch = bind(scale{i}, cuda0, (torch.float32, 3), num_warps=4, num_stages=1, BLOCK=128)
+"""
+
+
+def module(tmp_path: Path, kernels: int) -> tuple[str, str, list[Binding]]:
+    """A module of `kernels` kernels on cuda:0, written to a file; its source, file, bindings."""
+    source = HEADER + "".join(KERNEL.format(i=i) for i in range(kernels))
+    path = tmp_path / "module.py"
+    path.write_text(source)
+    with deferred() as bindings:
+        compile_pool.exec_source(source, str(path), {"__name__": "module"})
+    return source, str(path), bindings
+
+
+def cubins(cache: Path) -> set[str]:
+    return {p.relative_to(cache).as_posix() for p in cache.rglob("*.cubin")}
+
+
+@pytest.fixture
+def pool(tmp_path, monkeypatch):
+    """A pool of two workers of its own, with an empty Triton cache."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("MIND_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(compile_pool, "_POOL", None)
+    pool = compile_pool.pool()
+    yield pool
+    pool.shutdown()
+
+
+def test_workers_compile_for_a_target_into_the_cache_the_loader_reads(tmp_path, pool):
+    """Each kernel a worker compiles is one cubin; compiling the same bindings here for the same
+    target finds them all (the same cache keys) and adds none."""
+    source, path, bindings = module(tmp_path, 3)
+    assert all(worker.ready.wait(120) for worker in pool.workers)
+    for i in range(len(bindings)):
+        assert pool.workers[i % 2].compile(("module", source, path, i, H100))
+    made = cubins(tmp_path / "triton")
+    assert len(made) == len(bindings) == 3
+    for binding in bindings:
+        binding.precompile(H100)
+    assert cubins(tmp_path / "triton") == made
+
+
+def test_a_worker_that_fails_says_so(tmp_path, pool):
+    """A kernel that does not compile answers False (the loader compiles it again and reports
+    the error); the worker goes on with the next job."""
+    source, path, bindings = module(tmp_path, 1)
+    broken = source.replace("* 0, i < n)", "* tl.no_such_op(0), i < n)")
+    Path(path).write_text(broken)
+    assert pool.workers[0].ready.wait(120)
+    assert not pool.workers[0].compile(("module", broken, path, 0, H100))
+    Path(path).write_text(source)
+    assert pool.workers[0].compile(("module", source, path, 0, H100))
+
+
+def test_a_worker_ready_late_joins_the_compile(tmp_path, pool, monkeypatch):
+    """The loader starts compiling before any worker is ready (they are still importing torch);
+    the workers join as they become ready: the loader's first kernel waits until one did."""
+    source, path, bindings = module(tmp_path, 6)
+    by_workers = []
+    joined = threading.Event()
+    worker_compile = compile_pool.Worker.compile
+
+    def counted(worker, job):
+        ok = worker_compile(worker, job)
+        by_workers.append(job[3])
+        joined.set()
+        return ok
+
+    def here(binding):
+        assert joined.wait(120), "no worker joined"
+        binding.precompile(H100)
+
+    monkeypatch.setattr(compile_pool.Worker, "compile", counted)
+    monkeypatch.setattr(Binding, "compile", here)
+    monkeypatch.setattr(compile_pool, "target_of", lambda device: H100)
+    assert not any(worker.ready.is_set() for worker in pool.workers)
+    pool.compile("module", source, path, bindings)
+    assert by_workers and len(cubins(tmp_path / "triton")) == len(bindings)
+
+
+def test_a_worker_runs_a_module_once_for_all_its_kernels(tmp_path, monkeypatch):
+    """Each job names the module and one kernel; the module's source runs once."""
+    source, path, bindings = module(tmp_path, 3)
+    runs, compiled = [], []
+    exec_source = compile_pool.exec_source
+    monkeypatch.setattr(
+        compile_pool, "exec_source", lambda *a: runs.append(a[1]) or exec_source(*a)
+    )
+    monkeypatch.setattr(Binding, "precompile", lambda b, target: compiled.append(b.name))
+    for i in range(len(bindings)):
+        compile_pool.compile_kernel("module", source, path, i, H100)
+    assert runs == [path] and compiled == ["scale0", "scale1", "scale2"]
+
+
+def test_precompiling_touches_no_gpu(tmp_path, monkeypatch):
+    """What a worker does: nothing asks torch for a device (no CUDA context)."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    _, _, (binding,) = module(tmp_path, 1)
+    monkeypatch.setattr(torch.cuda, "device", None)
+    monkeypatch.setattr(torch.cuda, "current_device", None)
+    binding.precompile(H100)
+    assert len(cubins(tmp_path / "triton")) == 1
