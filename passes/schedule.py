@@ -317,7 +317,11 @@ def schedule_graph(graph: Operation) -> Operation:
         block.append(new)
     _drop_dead_nodes(block)
     return Graph.build(
-        "scheduled.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc
+        "scheduled.graph",
+        regions=[Region(block)],
+        symbol=graph.symbol,
+        loc=graph.loc,
+        aligned=graph.aligned,
     )
 
 

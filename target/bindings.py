@@ -3,9 +3,13 @@ each kernel's launcher, compiled for its arguments' types and alignment; each AT
 call runs; each device and constant tensor. Each gets a module-level name, so `call` only names
 them.
 
-Alignment: a buffer `call` allocates is aligned; a graph input, an ATen result, or a view of them
-may not be, so such a pointer argument is checked at each launch (a misaligned one takes
-Triton's JIT path); a view at a misaligned offset of an aligned buffer is compiled unaligned.
+Alignment (16 bytes, which Triton specializes pointers on): a buffer `call` allocates is aligned,
+and so is one ATen allocates (an extern call's result its `aliases` does not list: caching
+allocators hand out aligned blocks) and an input the wrapper lists as `aligned` (a parameter the
+backend found aligned); a view whole 16-byte steps into a buffer is aligned as the buffer is, one
+at another constant offset of an aligned buffer is compiled unaligned. Any other pointer (an
+input, a view ATen returns, a view at another offset) is checked at each launch: a misaligned
+one takes Triton's JIT path.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+import sympy
 from mind.dialects.collectives import KINDS, torch_target
+from mind.dialects.common import aliased_memory
 from mind.dialects.triton import dtype_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value
@@ -35,23 +41,35 @@ PYTHON_ROOTS = ("torch", "operator", "math", "builtins")
 #: codegen/kernel.py): a value Triton types as that parameter's type
 PLACEHOLDERS = {"f": "F32", "i": "I64", "b": "I1"}
 
+#: the alignment (bytes) Triton specializes pointers on
+ALIGNMENT = 16
 ALIGNED, UNKNOWN, MISALIGNED = "aligned", "unknown", "misaligned"
-#: how each wrapper op's result is aligned, from its operands' alignment
+#: how each wrapper op's result is aligned, from its operands' alignment: what a call
+#: allocates is aligned, and so is what ATen allocates; a view ATen returns is not known to be
 _ALIGNMENT = {
-    "triton.empty_strided": lambda op, of: ALIGNED,
-    "triton.constant_tensor": lambda op, of: ALIGNED,
-    "triton.reuse": lambda op, of: of(op.buffer),
-    "triton.reinterpret": lambda op, of: _view_alignment(of(op.buffer), op),
+    "triton.empty_strided": lambda op, result, of: ALIGNED,
+    "triton.constant_tensor": lambda op, result, of: ALIGNED,
+    "triton.reuse": lambda op, result, of: of(op.buffer),
+    "triton.reinterpret": lambda op, result, of: _view_alignment(of(op.buffer), op),
+    "triton.extern": lambda op, result, of: UNKNOWN if aliased_memory(result) else ALIGNED,
 }
 
 
 def _view_alignment(base: str, op: Operation) -> str:
-    offset = op.offset
-    if not isinstance(offset, int):
-        return UNKNOWN
-    if offset * op.result.type.dtype.itemsize % 16 == 0:
+    """A view whole 16-byte steps into its buffer (for every value of the offset's size
+    symbols) is aligned as its buffer is; one at another constant offset into an aligned
+    buffer never is."""
+    offset = sympy.expand(sympy.sympify(op.offset) * op.result.type.dtype.itemsize)
+    if _multiple_of(offset, ALIGNMENT):
         return base
-    return MISALIGNED if base == ALIGNED else UNKNOWN
+    return MISALIGNED if offset.is_Integer and base == ALIGNED else UNKNOWN
+
+
+def _multiple_of(expr: sympy.Expr, n: int) -> bool:
+    """Whether an integer expression (of integer symbols, `floor`s, ...) is a multiple of `n`
+    whatever its symbols' values: each term of its expansion an integer multiple of `n`."""
+    coefficients = (term.as_coeff_Mul()[0] for term in sympy.Add.make_args(expr))
+    return all(c.is_Integer and c % n == 0 for c in coefficients)
 
 
 @dataclass
@@ -79,10 +97,12 @@ class Host:
     imported: set[str] = field(default_factory=lambda: {"torch"})
 
     def bind_wrapper(self, wrapper: Operation) -> None:
+        for i in wrapper.aligned or ():
+            self.alignment[wrapper.body.args[i]] = ALIGNED
         for op in wrapper.body.ops:
             rule = _ALIGNMENT.get(op.name)
             for result in op.results:
-                self.alignment[result] = rule(op, self.align_of) if rule else UNKNOWN
+                self.alignment[result] = rule(op, result, self.align_of) if rule else UNKNOWN
             handler = _BINDINGS.get(op.name)
             if handler:
                 handler(self, op)

@@ -81,8 +81,9 @@ class Call:
                 values[i] += ".item()"
             args = [*(lit(g) for g in op.grid), stream, *values]
             return f"{self.host.launchers[op]}({', '.join(args)})"
-        if kind == "extern":
-            args = [lit(a) for a in op.values] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
+        if kind == "extern":  # its attributes are keyword arguments, but those it declares
+            kwargs = {k: v for k, v in op.attrs.items() if k not in op.decl.attr_names}
+            args = [lit(a) for a in op.values] + [f"{k}={lit(v)}" for k, v in kwargs.items()]
             targets = ", ".join(n(r) for r in op.results)
             call = f"{self.host.externs[op.symbol]}({', '.join(args)})"
             return f"{targets} = {call}" if op.results else call
