@@ -32,6 +32,8 @@ class Call:
     cuda: int | None
     #: the size symbols bound so far
     bound: set[str] = field(default_factory=set)
+    #: the 0-d CPU tensors whose value launches pass, read so far: the name of each value
+    scalars: dict[Value, str] = field(default_factory=dict)
 
     def lit(self, value) -> str:
         return self.host.literal(value, self.n)
@@ -49,9 +51,22 @@ class Call:
         return lines
 
     def lines(self, op: Operation) -> list[str]:
-        """The wrapper's lines for `op`, then the size symbols its results define."""
+        """The wrapper's lines for `op` (a launch after reading the values it passes), then the
+        size symbols its results define."""
+        read = self.read_values(op) if op.name == "triton.launch" else []
         line = self.line(op)
-        return ([] if line is None else [line]) + self.bind_symbols(op.results)
+        return read + ([] if line is None else [line]) + self.bind_symbols(op.results)
+
+    def read_values(self, launch: Operation) -> list[str]:
+        """`arg1_1_value = arg1_1.item()` for each 0-d CPU tensor the launch passes by value that
+        no launch before it read: each is read once per call, however many launches pass it."""
+        lines = []
+        for i in self.host.by_value[launch]:
+            tensor = launch.values[i]
+            if tensor not in self.scalars:
+                self.scalars[tensor] = self.n.fresh(f"{self.n(tensor)}_value")
+                lines.append(f"{self.scalars[tensor]} = {self.n(tensor)}.item()")
+        return lines
 
     def alloc(self, t: TensorType) -> str:
         size, stride = self.lit(t.shape), self.lit(t.strides)
@@ -78,7 +93,7 @@ class Call:
             stream = "None" if self.cuda is None else "stream"
             values = [lit(a) for a in op.values]
             for i in self.host.by_value[op]:
-                values[i] += ".item()"
+                values[i] = self.scalars[op.values[i]]
             args = [*(lit(g) for g in op.grid), stream, *values]
             return f"{self.host.launchers[op]}({', '.join(args)})"
         if kind == "extern":  # its attributes are keyword arguments, but those it declares
