@@ -4,7 +4,7 @@ tensors, reinterpreted buffers. Each dialect registers the classes under its own
 from __future__ import annotations
 
 from mind.ir.constraints import ANY, INDEX, INT, LAID_OUT, NUMBER, TENSOR, list_of
-from mind.ir.core import Operation, Value
+from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.opdef import (
     Op,
     Verifier,
@@ -26,6 +26,18 @@ class Graph(Op):
 
     body = region()
     aligned = opt_attr(list_of(INT))
+
+
+def converted_graph(graph: Graph, name: str, block: Block, symbol: str | None = None) -> Graph:
+    """The graph op `name` over `block` that a conversion makes of `graph`: its symbol (unless
+    given), location and what it states of its inputs (`aligned`)."""
+    return Graph.build(
+        name,
+        regions=[Region(block)],
+        symbol=symbol or graph.symbol,
+        loc=graph.loc,
+        aligned=graph.aligned,
+    )
 
 
 def verify_aligned(op: Graph) -> None:

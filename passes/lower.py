@@ -18,7 +18,7 @@ from typing import Any
 import sympy
 from mind.analysis.loops import Index, broadcast_index, flat_offset, pvars
 from mind.dialects.collectives import is_collective
-from mind.dialects.common import Graph
+from mind.dialects.common import converted_graph
 from mind.dialects.loops import LoopsCall, LoopsOutput, View, Yield, is_buffer
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
@@ -378,13 +378,7 @@ def lower_graph(graph: Operation, deterministic: bool = False) -> Operation:
         else:
             with located(op.loc):  # a lowering's error is about the op it lowers
                 lower_op(ctx, op, env)
-    return Graph.build(
-        "loops.graph",
-        regions=[Region(block)],
-        symbol=graph.symbol,
-        loc=graph.loc,
-        aligned=graph.aligned,
-    )
+    return converted_graph(graph, "loops.graph", block)
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,13 @@ from mind.dialects.collectives import KINDS, Start, waits_of
 from mind.dialects.common import (
     ConstantTensor,
     ExternCall,
-    Graph,
     Reinterpret,
     aliased_memory,
+    converted_graph,
 )
 from mind.dialects.scheduled import Node
 from mind.dialects.triton import Launch
-from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
+from mind.ir.core import Block, Module, Operation, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.printer import print_op
 from mind.ir.types import TensorType
@@ -205,12 +205,7 @@ class _WrapperBuilder:
             handler(self, op)
             for value in dying.get(i, ()):
                 self.release(value)
-        return Graph.build(
-            "triton.wrapper",
-            regions=[Region(self.block)],
-            symbol=name,
-            aligned=self.graph.aligned,
-        )
+        return converted_graph(self.graph, "triton.wrapper", self.block, name)
 
     def release(self, value: Value) -> None:
         mapped = self.values.get(value)
