@@ -81,9 +81,9 @@ class Split(Strategy):
 @dataclass(frozen=True)
 class SplitPoint:
     """Where the r dims split: the dims before `dim` and `parts` slices of `dim` become the
-    partial node's part dims; the rest of `dim` and the dims after it, its r dims. It keeps what
-    deciding it found of the node, which splitting reads again: whether the node reads along r
-    (`is_inner`) and its body's phases."""
+    partial node's part dims; the rest of `dim` and the dims after it, its r dims. It carries
+    what finding it computed of the node, which splitting reads too: whether the node reads
+    contiguously along r (`is_inner`) and its body's phases."""
 
     dim: int
     parts: int
