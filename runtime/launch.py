@@ -77,7 +77,6 @@ class Binding:
         start = time.perf_counter()
         with torch.cuda.device(self.device):
             compiled = self.kernel.warmup(*self.signature, grid=(1,), **self.options)
-            compiled.run  # noqa: B018  (loads the binary on this device now, not at first launch)
         log.debug("kernel %s: compiled in %.1f ms", self.name, 1e3 * (time.perf_counter() - start))
         return compiled
 
@@ -96,7 +95,7 @@ class Binding:
             return _jit_launcher(self.kernel, self.options)
         log.debug("kernel %s: bound, alignment checked for arguments %s", self.name, self.checked)
         launch = static_launcher(compiled, self.device, len(self.signature))
-        launch = launch or _triton_launcher(compiled, tuple(self.constexprs.values()))
+        launch = launch or _triton_launcher(compiled, self.device, tuple(self.constexprs.values()))
         checked = self.checked
         if not checked:
             return launch
@@ -161,9 +160,12 @@ def _hooked() -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-def _triton_launcher(compiled, constexprs: tuple) -> Launcher:
-    """Triton's launcher of `compiled` (`CompiledKernel.run`), its handle and metadata bound."""
-    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+def _triton_launcher(compiled, device: torch.device, constexprs: tuple) -> Launcher:
+    """Triton's launcher of `compiled` (`CompiledKernel.run`), its handle and metadata bound: the
+    binary loads on `device` now, not at the first launch."""
+    with torch.cuda.device(device):
+        run = compiled.run
+    function, metadata = compiled.function, compiled.packed_metadata
 
     def launch(gx: int, gy: int, gz: int, stream: int, *args) -> None:
         run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *constexprs)

@@ -47,12 +47,12 @@ def static_launcher(compiled: Any, device: torch.device, count: int) -> Callable
         if bound is None:  # not the arguments this module expects
             raise NotImplementedError(f"arguments {kernel.arg_tys}")
         _load(kernel, device)
+        launch = _launcher(kernel, *bound)
     except Exception as exc:  # noqa: BLE001  (Triton's launcher is the fallback for any reason)
         log.debug("kernel %s: Triton's launcher (%s)", compiled.name, exc)
         return None
-    types, pick = bound
-    log.debug("kernel %s: torch's launcher, arguments %s", compiled.name, types)
-    return _launcher(kernel, types, pick)
+    log.debug("kernel %s: torch's launcher, arguments %s", compiled.name, bound[0])
+    return launch
 
 
 def read(compiled: Any) -> Any:
