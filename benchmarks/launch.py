@@ -4,7 +4,9 @@
 
 Launches: a one-element kernel launched through Triton's JIT (`kernel[grid](...)`, which
 specializes its arguments and looks up its cache on every launch), through the compiled kernel's
-launcher (`CompiledKernel.run`, the level mind binds at), and through mind's bound launcher.
+launcher (`CompiledKernel.run`, Triton's own launcher below the JIT), and through mind's bound
+launcher (torch's C++ launcher where it takes the kernel, as Inductor launches: see
+runtime/static_launch.py).
 
 Graphs: a chain of N softmaxes over a 16x16 matrix, along rows and columns in turn (one kernel
 each under both compilers: a softmax needs whole lines of what the previous one wrote, across its

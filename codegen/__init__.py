@@ -43,8 +43,9 @@ def plan_node(
 ) -> KernelPlan:
     """The plan for `node` by the first of `strategies` that applies, with autotuning's
     candidates when asked; its kernels are numbered from `index` (the kernels made so far)."""
-    strategy = next(s for s in strategies if s.applies(node, options))
-    plan = strategy.plan(node, options, buffers, index)
+    fits = ((s, s.applies(node, options)) for s in strategies)
+    strategy, fit = next((s, fit) for s, fit in fits if fit)
+    plan = strategy.plan(node, options, buffers, index, fit)
     if options.autotune:
         plan = with_candidates(plan, node, strategy, options, buffers, index)
     return plan

@@ -76,7 +76,9 @@ class Strategy:
     name: ClassVar[str]
     prefix: ClassVar[str]
 
-    def applies(self, node: Node, options: Options) -> bool:
+    def applies(self, node: Node, options: Options) -> object:
+        """Whether the strategy plans `node`: falsy when not; else what deciding found out of
+        the node, which `plan` takes as `fit` so as not to find it again."""
         raise NotImplementedError
 
     def tiling(self, node: Node, options: Options) -> Tiling:
@@ -96,7 +98,12 @@ class Strategy:
         raise NotImplementedError
 
     def plan(
-        self, node: Node, options: Options, buffers: Mapping[Value, Value], index: int
+        self,
+        node: Node,
+        options: Options,
+        buffers: Mapping[Value, Value],
+        index: int,
+        fit: object = True,
     ) -> KernelPlan:
         """One kernel, launched once over the grid its tiling gives (none for an empty node)."""
         tiling = self.tiling(node, options)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections import ChainMap
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 from mind.analysis.deps import INDEXED, erase_dead, set_node_deps
@@ -51,16 +51,21 @@ SPLITTABLE = ("sum", "prod", "max", "min", "any", "all", "welford")
 class Split(Strategy):
     name, prefix = "split_reduction", "red"
 
-    def applies(self, node: Node, options: Options) -> bool:
-        return split_point(node, options) is not None
+    def applies(self, node: Node, options: Options) -> SplitPoint | None:
+        return split_point(node, options)
 
     def plan(
-        self, node: Node, options: Options, buffers: Mapping[Value, Value], index: int
+        self,
+        node: Node,
+        options: Options,
+        buffers: Mapping[Value, Value],
+        index: int,
+        fit: SplitPoint,
     ) -> KernelPlan:
         from . import STRATEGIES, plan_node  # the halves are planned by the other strategies
 
         rest = [s for s in STRATEGIES if not isinstance(s, Split)]
-        partial, final, temporaries, sources = split_node(node, split_point(node, options))
+        partial, final, temporaries, sources = split_node(node, fit)
         own = {t: t for t in temporaries} | dict(zip(partial.results, temporaries))
         own |= {new: buffers[old] for new, old in sources.items()}
         known = ChainMap(own, buffers)  # over the graph's buffers, not a copy of them per node
@@ -76,10 +81,14 @@ class Split(Strategy):
 @dataclass(frozen=True)
 class SplitPoint:
     """Where the r dims split: the dims before `dim` and `parts` slices of `dim` become the
-    partial node's part dims; the rest of `dim` and the dims after it, its r dims."""
+    partial node's part dims; the rest of `dim` and the dims after it, its r dims. It carries
+    what finding it computed of the node, which splitting reads too: whether the node reads
+    contiguously along r (`is_inner`) and its body's phases."""
 
     dim: int
     parts: int
+    inner: bool
+    phases: Phases = field(compare=False)
 
     def part_sizes(self, rs: list[int]) -> list[int]:
         return [*rs[: self.dim], self.parts]
@@ -109,12 +118,13 @@ def split_point(node: Node, options: Options) -> SplitPoint | None:
         return None  # values stored along r after a reduction, or a row taken in order (a scan)
     if not any(isinstance(op, Store) and phases.level[op] > 0 for op in node.body.ops):
         return None  # no reduced value is stored: the second kernel would write nothing
-    wanted = split_factor(math.prod(xs), math.prod(rs), is_inner(node), options.sm_count)
+    inner = is_inner(node)
+    wanted = split_factor(math.prod(xs), math.prod(rs), inner, options.sm_count)
     if wanted <= 1:
         return None
     # whole parts of whole slices of one r dim, so that indices stay affine in the loop vars
     points = [
-        SplitPoint(dim, d)
+        SplitPoint(dim, d, inner, phases)
         for dim, size in enumerate(rs)
         for d in sympy.divisors(size)
         if math.prod(rs[:dim]) * d > 1
@@ -129,7 +139,7 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value], 
     are stored by the partial node, which visits every element once."""
     xs, rs = (list(s) for s in node.sizes)
     nx, parts, chunk = len(xs), point.part_sizes(rs), point.chunk_sizes(rs)
-    inner = is_inner(node)
+    inner, phases = point.inner, point.phases
     # the partial node's loops: x dims and part dims (outermost unless the reduction is inner)
     part_xs = [*xs, *parts] if inner else [*parts, *xs]
     x_vars = [pvar(i if inner else len(parts) + i) for i in range(nx)]
@@ -144,7 +154,6 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value], 
         else:
             reindex[pvar(nx + i)] = chunk_vars[i - point.dim]
     reductions = [op for op in node.body.ops if isinstance(op, Reduction)]
-    phases = Phases(node)
     along_r = [op for op in node.body.ops if isinstance(op, Store) and phases.has_r[op]]
     stored = list(dict.fromkeys(op.buffer for op in along_r))  # written by the partial node
     layout = (tuple(part_xs), contiguous_strides(part_xs), node.device)

@@ -348,6 +348,20 @@ def target_of(op: Operation) -> tuple[Any, list, dict]:
     return target, list(op.args), dict(op.attrs)
 
 
+def aliased_results(op: Operation) -> list[int]:
+    """The positions of the tensor results of aten op `op` whose memory may be an argument's:
+    those its schema annotates (a view's `Tensor(a)`, an in-place op's `Tensor(a!)`, a split's
+    `Tensor(a)[]`), and every one of a callable without a schema."""
+    target = target_of(op)[0]
+    tensors = [i for i, r in enumerate(op.results) if isinstance(r.type, TensorType)]
+    if not isinstance(target, torch._ops.OpOverload):
+        return tensors
+    returns = target._schema.returns
+    if len(returns) == 1 and isinstance(returns[0].type, torch.ListType):
+        return tensors if returns[0].alias_info is not None else []
+    return [i for i in tensors if i < len(returns) and returns[i].alias_info is not None]
+
+
 def _bind_results(graph: torch.fx.Graph, op: Operation, node: torch.fx.Node, nodes: dict) -> None:
     if not _returns_sequence(node.target):
         nodes[op.result] = node

@@ -3,17 +3,49 @@ tensors, reinterpreted buffers. Each dialect registers the classes under its own
 
 from __future__ import annotations
 
-from mind.ir.constraints import ANY, INDEX, LAID_OUT, NUMBER, TENSOR, list_of
-from mind.ir.core import Operation, Value
-from mind.ir.opdef import Op, Verifier, attr, operand, region, result, var_args, var_results
+from mind.ir.constraints import ANY, INDEX, INT, LAID_OUT, NUMBER, TENSOR, list_of
+from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.opdef import (
+    Op,
+    Verifier,
+    attr,
+    operand,
+    opt_attr,
+    region,
+    result,
+    var_args,
+    var_results,
+)
 from mind.ir.registry import Dialect, VerifyError
 from mind.ir.types import TensorType
 
 
 class Graph(Op):
-    """A graph; its entry block's arguments are the graph's inputs"""
+    """A graph; its entry block's arguments are its inputs, `aligned` those always 16-byte aligned
+    (by position: a model's parameters and buffers, which every call passes aligned)"""
 
     body = region()
+    aligned = opt_attr(list_of(INT))
+
+
+def converted_graph(graph: Graph, name: str, block: Block, symbol: str | None = None) -> Graph:
+    """The graph op `name` over `block` that a conversion makes of `graph`: its symbol (unless
+    given), location and what it states of its inputs (`aligned`)."""
+    return Graph.build(
+        name,
+        regions=[Region(block)],
+        symbol=symbol or graph.symbol,
+        loc=graph.loc,
+        aligned=graph.aligned,
+    )
+
+
+def verify_aligned(op: Graph) -> None:
+    """`aligned` lists tensor inputs."""
+    args = op.body.args
+    for i in op.aligned or ():
+        if not 0 <= i < len(args) or not TENSOR(args[i].type):
+            raise VerifyError(f"'{op.name}' aligned {i}, which is not a tensor input", op.loc)
 
 
 class Output(Op):
@@ -27,6 +59,31 @@ class Call(Op):
 
     values = var_args(ANY)
     outs = var_results()
+
+
+class ExternCall(Call):
+    """An ATen call; `aliases` lists results that may be an argument's memory (a view)
+    (by the op's schema: the others are memory ATen allocates); other attributes are keyword
+    arguments"""
+
+    aliases = opt_attr(list_of(INT))
+
+
+def verify_aliases(op: ExternCall) -> None:
+    """`aliases` lists tensor results."""
+    for i in op.aliases or []:
+        if not 0 <= i < len(op.results) or not TENSOR(op.results[i].type):
+            raise VerifyError(f"'{op.name}' aliases {i}, which is not a tensor result", op.loc)
+
+
+def aliased_memory(value: Value) -> list[Value]:
+    """The tensor arguments whose memory `value` may be, where it is an extern call's result
+    that `aliases` lists (the IR does not say which argument: ATen's schema does); none for
+    any other value."""
+    op = value.owner
+    if not isinstance(op, ExternCall) or value not in [op.results[i] for i in op.aliases or ()]:
+        return []
+    return [v for v in op.operands if TENSOR(v.type)]
 
 
 class ConstantTensor(Op):
@@ -95,8 +152,17 @@ def add_graph_ops(
     """`<dialect>.graph @name(%arg: T, ...) { ... <dialect>.output(...) }`."""
     terminator = f"{dialect.name}.output"
     traits = dict(symbol=True, signature=True, terminator=terminator, **_summary(summary))
-    dialect.add(name, Graph, verify=verify, **traits)
+    dialect.add(name, Graph, verify=_verify_graph(verify), **traits)
     dialect.add("output", output)
+
+
+def _verify_graph(verify: Verifier | None) -> Verifier:
+    def check(op: Graph) -> None:
+        verify_aligned(op)
+        if verify is not None:
+            verify(op)
+
+    return check
 
 
 def add_memory_ops(dialect: Dialect, summary: str = "") -> None:

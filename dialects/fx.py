@@ -20,10 +20,9 @@ import torch.fx
 from mind.ir.constraints import STR, list_of
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError, located
-from mind.ir.opdef import Op, arg, opt_attr, result, var_args
+from mind.ir.opdef import Op, arg, opt_attr, region, result, var_args
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
-from .common import Graph
 from .pyobjects import ALLOWED_ROOTS, from_attr, qualified_name, resolve, to_attr, type_of
 
 
@@ -33,9 +32,10 @@ def _verify_target(op: Operation) -> None:
         raise VerifyError(f"call target '@{op.symbol}' is outside the allowed modules", op.loc)
 
 
-class FxGraph(Graph):
+class FxGraph(Op):
     """One captured graph; `guards` are Dynamo's, as readable lines"""
 
+    body = region()
     guards = opt_attr(list_of(STR))
 
 

@@ -31,11 +31,12 @@ from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .collectives import add_collective_ops
 from .common import (  # noqa: F401  (is_buffer: re-exported)
-    Call,
+    ExternCall,
     Output,
     add_graph_ops,
     add_memory_ops,
     is_buffer,
+    verify_aliases,
     verify_sole_reader,
 )
 from .reductions import REDUCTIONS, SINGLE_KINDS
@@ -291,7 +292,7 @@ def _verify_scatter(op: Scatter) -> None:
         )
 
 
-class LoopsCall(Call):
+class LoopsCall(ExternCall):
     """An ATen call on buffers laid out as `input_strides` says (one entry per tensor argument)"""
 
     input_strides = opt_attr(STRIDES)
@@ -318,6 +319,7 @@ LOOPS.add(
     LoopsCall,
     symbol=True,
     open_attrs=True,
+    verify=verify_aliases,
     summary="An ATen call with its own kernel (mm, conv)",
 )
 LOOPS.add(
@@ -325,6 +327,7 @@ LOOPS.add(
     LoopsCall,
     symbol=True,
     open_attrs=True,
+    verify=verify_aliases,
     summary="An ATen op without a lowering, run by ATen",
 )
 add_memory_ops(LOOPS)

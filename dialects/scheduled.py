@@ -28,7 +28,7 @@ from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result, var_
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .collectives import add_collective_ops
-from .common import Call, add_graph_ops, add_memory_ops, verify_sole_reader
+from .common import ExternCall, add_graph_ops, add_memory_ops, verify_aliases, verify_sole_reader
 from .loops import INDIRECT, ORIGINS, TEMPLATES, Load, register_body_ops
 from .reductions import KINDS, REDUCTIONS
 from .scans import SCAN_KINDS, SCANS
@@ -54,7 +54,7 @@ class Node(Op):
     body = region()
 
 
-class Extern(Call):
+class Extern(ExternCall):
     """An ATen call with its own kernel (extern or fallback)"""
 
     origins = opt_attr(ORIGINS)
@@ -130,6 +130,11 @@ class Store(Op):
     value = operand(SCALAR)
     indirect = opt_attr(INDIRECT)
     mode = opt_attr(one_of(*STORE_MODES))
+
+
+def _verify_extern(op: Extern) -> None:
+    _verify_writes(op)
+    verify_aliases(op)
 
 
 def _verify_writes(op: Node | Extern) -> None:
@@ -214,7 +219,7 @@ SCHEDULED = register_dialect(Dialect("scheduled"))
 add_graph_ops(SCHEDULED, verify=_verify_graph)
 SCHEDULED.add("node", Node, symbol=True, own_results=True, verify=_verify_node)
 SCHEDULED.add(
-    "extern", Extern, symbol=True, own_results=True, open_attrs=True, verify=_verify_writes
+    "extern", Extern, symbol=True, own_results=True, open_attrs=True, verify=_verify_extern
 )
 add_memory_ops(SCHEDULED, "A buffer's memory with other sizes, strides and offset (no kernel)")
 add_collective_ops(SCHEDULED)

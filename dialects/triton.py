@@ -38,7 +38,7 @@ from mind.ir.symbols import sym
 from mind.ir.types import OpaqueType, ScalarType, TensorType, Type
 
 from .collectives import add_collective_ops
-from .common import Call, add_graph_ops, add_memory_ops
+from .common import ExternCall, add_graph_ops, add_memory_ops, verify_aliases
 from .loops import ORIGINS
 from .reductions import INDEX_KINDS, REDUCE_KINDS
 from .scalar_ops import op_classes, register_scalar_ops, result_dtype
@@ -529,6 +529,6 @@ TRITON.add("assert_size_stride", AssertSizeStride)
 TRITON.add("empty_strided", EmptyStrided)
 TRITON.add("reuse", Reuse)
 TRITON.add("launch", Launch, symbol=True, verify=_verify_launch)
-TRITON.add("extern", Call, symbol=True, open_attrs=True)
+TRITON.add("extern", ExternCall, symbol=True, open_attrs=True, verify=verify_aliases)
 add_memory_ops(TRITON, "torch.as_strided(buffer, sizes, strides, its offset + offset): an alias")
 add_collective_ops(TRITON)

@@ -68,7 +68,8 @@ def mind_backend(
         from mind.passes.to_aten import aten_graphs  # loads every pass: a broken one falls back
 
         compile_graph = timed(functools.partial(compile_aten_graph, options=opts))
-        tag = None if dump.directory else cache_tag(gm, opts, cuda)  # a dump runs every pass
+        # a dump runs every pass
+        tag = None if dump.directory else cache_tag(gm, opts, cuda, example_inputs)
         with compiling(name), gc_frozen():
             compiled, _ = aten_graphs(gm, example_inputs, name, compile_graph, cache_tag=tag)
     except DYNAMO_CONTROL_FLOW:
@@ -100,11 +101,14 @@ def gc_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def cache_tag(gm: torch.fx.GraphModule, options: Options, cuda: bool) -> str | None:
+def cache_tag(
+    gm: torch.fx.GraphModule, options: Options, cuda: bool, inputs: list = ()
+) -> str | None:
     """What AOTAutograd's cache key lacks of what changes mind's result for `gm`: mind's own
     source, all the options, whether deterministic algorithms are on (scatters then store in
-    order), the Triton version, the device (runtime.compiler_key), and the values of the graph's
-    tensor attributes (AOTAutograd keys them by their metadata). None,
+    order), the Triton version, the device (runtime.compiler_key), the values of the graph's
+    tensor attributes (AOTAutograd keys them by their metadata) and which inputs are aligned
+    (parameters compile for their alignment: `aligned_inputs`). None,
     and no caching, for a graph holding a tensor whose bytes cannot be read (a sparse one)."""
     interpret = runtime.default_interpret() if cuda else True
     constants = hashlib.sha256()
@@ -117,7 +121,8 @@ def cache_tag(gm: torch.fx.GraphModule, options: Options, cuda: bool) -> str | N
                 return None
             constants.update(f"{node.target}:".encode() + data.numpy().tobytes())
     deterministic = torch.are_deterministic_algorithms_enabled()
-    key = f"{options!r}{deterministic}{constants.hexdigest()}"
+    aligned = [_aligned(x) for x in inputs]
+    key = f"{options!r}{deterministic}{constants.hexdigest()}{aligned}"
     return "mind-" + runtime.compiler_key(key, interpret)
 
 
@@ -139,6 +144,9 @@ def compile_aten_graph(
     try:
         with gc_frozen():  # (a lazy backward compiles outside mind_backend's)
             graph = aten.import_graph(aot_gm, symbol)
+            aligned = aligned_inputs(graph, inputs)
+            if aligned:
+                graph.aligned = aligned
             _layouts(graph, aot_gm, inputs)
             if options.autotune:
                 tuning.install()
@@ -269,6 +277,26 @@ def _recording(graph: Operation, options: Options) -> Recording | None:
     )
     scalars = tuple(i for i, arg in args if _cpu_scalar(arg.type))
     return Recording(_static_inputs(graph), symbolic, _unrecordable(graph), scalars)
+
+
+def aligned_inputs(graph: Operation, inputs: list | None) -> list[int]:
+    """The static inputs (parameters, buffers) that are 16-byte aligned when compiled: as
+    Inductor does, the kernels take them as aligned on every call, unchecked (their memory
+    is replaced, if ever, by memory the allocator aligns). Other inputs, which a caller may
+    pass at any offset (Dynamo does not guard offsets), are checked at each launch."""
+    if inputs is None:
+        return []
+    args = graph.body.args
+    static = sorted(i for i in _static_inputs(graph) if i < min(len(inputs), len(args)))
+    return [i for i in static if _aligned(inputs[i]) and isinstance(args[i].type, TensorType)]
+
+
+def _aligned(x: object) -> bool:
+    """A tensor at an offset into its storage (which the allocator aligns) of whole 16 bytes."""
+    if not isinstance(x, torch.Tensor):
+        return False
+    offset = x.storage_offset()
+    return type(offset) is int and offset * x.element_size() % 16 == 0
 
 
 def _static_inputs(graph: Operation) -> frozenset[int]:

@@ -133,7 +133,7 @@ class MindCode(OutputCode):
 
 
 def output_strides(call: Callable) -> tuple:
-    """What a generated module's `call` says of its outputs' strides (target/triton.py); a
+    """What a generated module's `call` says of its outputs' strides (target/wrapper.py); a
     module written otherwise says nothing."""
     return getattr(call, "output_strides", ())
 

@@ -18,7 +18,7 @@ from typing import Any
 import sympy
 from mind.analysis.loops import Index, broadcast_index, flat_offset, pvars
 from mind.dialects.collectives import is_collective
-from mind.dialects.common import Graph
+from mind.dialects.common import converted_graph
 from mind.dialects.loops import LoopsCall, LoopsOutput, View, Yield, is_buffer
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
@@ -254,13 +254,17 @@ class LowerCtx:
 
     def call(self, kind: str, symbol: str, args: list, kwargs: dict) -> list[Value]:
         """An extern or fallback ATen call on the aten op's arguments; its results have the
-        layouts torch computed from its arguments' layouts, which `input_strides` lists."""
+        layouts torch computed from its arguments' layouts, which `input_strides` lists, and
+        `aliases` lists those that may be an argument's memory (by the op's schema)."""
+        from mind.dialects.aten import aliased_results  # torch's schemas: loaded here
+
         names = [self.fresh(f"{self.base}_{kind}") for _ in self.outs]
         tensors = [v for v in iter_values(self.op.args) if isinstance(v.type, TensorType)]
         strides = [strides_of_value(v) for v in tensors] if tensors else None
         op = LoopsCall.build(
             f"loops.{kind}", values=args, input_strides=strides, attrs=kwargs,
             results=self.outs, names=names, symbol=symbol,
+            aliases=aliased_results(self.op) or None,
         )  # fmt: skip
         return self.node(op).results
 
@@ -374,7 +378,7 @@ def lower_graph(graph: Operation, deterministic: bool = False) -> Operation:
         else:
             with located(op.loc):  # a lowering's error is about the op it lowers
                 lower_op(ctx, op, env)
-    return Graph.build("loops.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc)
+    return converted_graph(graph, "loops.graph", block)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from mind.analysis.deps import INDEXED, Dep, buffer_dep, readers, set_node_deps,
 from mind.analysis.loops import flat_offset, pvar, substitute
 from mind.analysis.views import alias_of
 from mind.dialects.collectives import KINDS
-from mind.dialects.common import Graph
+from mind.dialects.common import converted_graph
 from mind.dialects.loops import (
     Constant,
     Load,
@@ -316,9 +316,7 @@ def schedule_graph(graph: Operation) -> Operation:
             )
         block.append(new)
     _drop_dead_nodes(block)
-    return Graph.build(
-        "scheduled.graph", regions=[Region(block)], symbol=graph.symbol, loc=graph.loc
-    )
+    return converted_graph(graph, "scheduled.graph", block)
 
 
 def _drop_dead_nodes(block: Block) -> None:

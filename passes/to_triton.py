@@ -28,11 +28,17 @@ from mind.codegen import plan_node
 from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, PERSISTENT_MAX, SM_COUNT
 from mind.codegen.plan import python_name
 from mind.dialects.collectives import KINDS, Start, waits_of
-from mind.dialects.common import Call, ConstantTensor, Reinterpret
+from mind.dialects.common import (
+    ConstantTensor,
+    ExternCall,
+    Reinterpret,
+    aliased_memory,
+    converted_graph,
+)
 from mind.dialects.scheduled import Node
 from mind.dialects.triton import Launch
 from mind.ir.attributes import body_key
-from mind.ir.core import Block, Module, Operation, Region, Value, iter_values, map_values
+from mind.ir.core import Block, Module, Operation, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.types import TensorType
 
@@ -65,23 +71,27 @@ def _last_uses(block: Block) -> dict[Value, int]:
     }
 
 
-def memory_of(op: Operation) -> Value | None:
-    """The buffer whose memory `op`'s result is: a reinterpret's, or the one a node updates in
-    place (a scatter's target); None when `op` makes its own."""
+def memory_of(value: Value) -> list[Value]:
+    """The buffers whose memory `value` is: a reinterpret's, the one a node updates in place (a
+    scatter's target), or the arguments of an extern call that may return one of them (a view
+    ATen makes); none when `value` has memory of its own."""
+    op = value.owner
     if isinstance(op, Reinterpret):
-        return op.buffer
-    return op.updates if isinstance(op, Node) else None
+        return [op.buffer]
+    if isinstance(op, Node):
+        return [op.updates] if op.updates is not None else []
+    return aliased_memory(value)
 
 
 def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: set[Value]) -> None:
-    """A buffer stays live while a reinterpret of it (or its update in place) is, and is an
-    output when one is."""
+    """A buffer stays live while an alias of it (a reinterpret, its update in place, a view an
+    extern call returns) is, and is an output when one is."""
     for op in reversed(ops):
-        base = memory_of(op)
-        if base is not None:
-            last[base] = max(last[base], last[op.result])
-            if op.result in outputs:
-                outputs.add(base)
+        for result in op.results:
+            for base in memory_of(result):
+                last[base] = max(last[base], last[result])
+                if result in outputs:
+                    outputs.add(base)
 
 
 def _hold_in_flight(ops: list[Operation], last: dict[Value, int]) -> None:
@@ -99,10 +109,9 @@ def _hold_in_flight(ops: list[Operation], last: dict[Value, int]) -> None:
 
 def _pooled(value: Value) -> bool:
     """Whether `value`'s memory may be taken over once it is dead: not an alias (a reinterpret,
-    a scatter's update in place), nor a start's result (the memory is its wait's result, which
-    enters the pool instead)."""
-    owner = value.owner
-    return memory_of(owner) is None and not isinstance(owner, Start)
+    a scatter's update in place, a view an extern call returns), nor a start's result (the
+    memory is its wait's result, which enters the pool instead)."""
+    return not memory_of(value) and not isinstance(value.owner, Start)
 
 
 @dataclass(frozen=True)
@@ -201,7 +210,7 @@ class _WrapperBuilder:
             handler(self, op)
             for value in dying.get(i, ()):
                 self.release(value)
-        return Operation("triton.wrapper", symbol=name, regions=[Region(self.block)])
+        return converted_graph(self.graph, "triton.wrapper", self.block, name)
 
     def release(self, value: Value) -> None:
         mapped = self.values.get(value)
@@ -272,7 +281,7 @@ class _WrapperBuilder:
         root = (alias_of(value) or (value, 0))[0]
         if not isinstance(root.owner, ConstantTensor):
             return self.values[value]
-        clone = Call.build(
+        clone = ExternCall.build(
             "triton.extern",
             values=[self.values[value]],
             results=[value.type],

@@ -2,17 +2,18 @@
 
 A generated module binds each kernel once, when it loads: `bind` compiles it for the arguments'
 types and alignment (Triton's `warmup`, with torch dtypes standing for pointers, as Triton's
-`MockTensor` does) and keeps the compiled kernel's launcher, function handle and packed
-metadata. A launch is then one call of Triton's launcher (`CompiledKernel.run`): no argument
-specialization, no cache key, no lookup. That is the level below `CompiledKernel[grid]`, whose
-runner passes only the arguments it is given while the launcher wants every kernel parameter,
-constexprs included, in signature order (mind's kernels put their constexprs last).
+`MockTensor` does) and binds a launcher of the compiled kernel: torch's C++ launcher, as Inductor
+launches (static_launch.py), or else Triton's (`CompiledKernel.run`, with the function handle and
+packed metadata kept). A launch is then one call: no argument specialization, no cache key, no
+lookup. That is the level below `CompiledKernel[grid]`, whose runner passes only the arguments
+it is given while the launcher wants every kernel parameter, constexprs included, in signature
+order (mind's kernels put their constexprs last).
 
 What the specialization assumed must hold at run time: integer arguments that vary between
-calls are compiled unspecialized (`do_not_specialize` on the kernel), pointers that may be
-misaligned likewise (`do_not_specialize_on_alignment`), and graph inputs, which are assumed
-16-byte aligned, pass through `copy_if_misaligned` first (Inductor's rule: a misaligned input is
-copied, keeping its strides).
+calls are compiled unspecialized (`do_not_specialize` on the kernel), a pointer never aligned is
+compiled so (`misaligned`), and a pointer whose alignment only the run knows (target/bindings.py
+says which) is checked at each launch: a misaligned one takes Triton's JIT path, which
+specializes for what it gets.
 
 The helpers the generated `call` uses (allocation, reinterpretation, the raw stream) are torch's
 C++ fast paths where this torch has them, the public functions otherwise.
@@ -34,6 +35,7 @@ from triton.runtime.driver import driver
 from triton.runtime.interpreter import InterpretedFunction
 
 from .errors import KernelError
+from .static_launch import static_launcher
 
 log = channel("launch")
 
@@ -69,12 +71,10 @@ class Binding:
         return self.kernel.__name__
 
     def compile(self):
-        """Triton's compiled kernel for this signature (from Triton's cache when it has it),
-        loaded on its device."""
+        """Triton's compiled kernel for this signature (from Triton's cache when it has it)."""
         start = time.perf_counter()
         with torch.cuda.device(self.device):
             compiled = self._warmup()
-            compiled.run  # noqa: B018  (loads the binary on this device now, not at first launch)
         log.debug("kernel %s: compiled in %.1f ms", self.name, 1e3 * (time.perf_counter() - start))
         return compiled
 
@@ -105,12 +105,9 @@ class Binding:
             log.info("kernel %s: Triton's launch path (a profiler hooks launches)", self.name)
             return _jit_launcher(self.kernel, self.options)
         log.debug("kernel %s: bound, alignment checked for arguments %s", self.name, self.checked)
-        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-        tail, checked = tuple(self.constexprs.values()), self.checked
-
-        def launch(gx: int, gy: int, gz: int, stream: int, *args) -> None:
-            run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
-
+        launch = static_launcher(compiled, self.device, len(self.signature))
+        launch = launch or _triton_launcher(compiled, self.device, tuple(self.constexprs.values()))
+        checked = self.checked
         if not checked:
             return launch
         jit = _jit_launcher(self.kernel, self.options)
@@ -119,7 +116,7 @@ class Binding:
             for i in checked:
                 if args[i].data_ptr() % ALIGNMENT:
                     return jit(gx, gy, gz, stream, *args)
-            run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *tail)
+            launch(gx, gy, gz, stream, *args)
 
         return launch_checked
 
@@ -220,6 +217,19 @@ def _hooked() -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
+def _triton_launcher(compiled, device: torch.device, constexprs: tuple) -> Launcher:
+    """Triton's launcher of `compiled` (`CompiledKernel.run`), its handle and metadata bound: the
+    binary loads on `device` now, not at the first launch."""
+    with torch.cuda.device(device):
+        run = compiled.run
+    function, metadata = compiled.function, compiled.packed_metadata
+
+    def launch(gx: int, gy: int, gz: int, stream: int, *args) -> None:
+        run(gx, gy, gz, stream, function, metadata, None, None, None, *args, *constexprs)
+
+    return launch
+
+
 def _jit_launcher(kernel, options: dict) -> Launcher:
     """Triton's own launch path (`kernel[grid](...)`): the interpreter's, which has no compiled
     form to bind, and the fallback for what a bound launcher was not compiled for."""
@@ -242,16 +252,6 @@ class misaligned:  # noqa: N801  (reads as a dtype wrapper in generated signatur
         return ALIGNMENT // 2
 
 
-def _clone_preserve_strides(x: torch.Tensor) -> torch.Tensor:
-    extent = 0 if 0 in x.shape else 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
-    flat = torch.as_strided(x, (extent,), (1,)).clone()
-    return torch.as_strided(flat, x.shape, x.stride())
-
-
-def _copy_if_misaligned(x: torch.Tensor) -> torch.Tensor:
-    return _clone_preserve_strides(x) if x.data_ptr() % ALIGNMENT else x
-
-
 def _empty_strided(device: str) -> Callable[..., torch.Tensor]:
     def empty(size, stride, dtype):
         return torch.empty_strided(size, stride, dtype=dtype, device=device)
@@ -265,7 +265,6 @@ def _fast(name: str, fallback):
     return getattr(guards, name, None) or fallback
 
 
-copy_if_misaligned = _fast("copy_if_misaligned", _copy_if_misaligned)
 empty_strided_cpu = _fast("_empty_strided_cpu", _empty_strided("cpu"))
 empty_strided_cuda = _fast("_empty_strided_cuda", _empty_strided("cuda"))
 reinterpret_tensor = _fast(

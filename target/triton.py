@@ -1,47 +1,32 @@
 """Triton IR -> a Python module, laid out like Inductor's output code: imports, one
-`@triton.jit` function per kernel, what is bound once when the module loads, and `def call(args)`.
+`@triton.jit` function per kernel, what is bound once when the module loads (bindings.py), and
+`def call(args)` (wrapper.py). This module emits the kernels and puts the module together.
 
-Bound at load (see mind.runtime.launch): each kernel's launcher, compiled for its arguments'
-types and alignment; each ATen op an extern call runs; each constant tensor, on its device. So
-`call` does only what a call needs: bind the symbolic sizes, make the graph's device current and
-read its stream (CUDA), allocate or reuse buffers, launch, call ATen, return.
-
-Alignment: a buffer `call` allocates is aligned; a graph input, an ATen result, or a view of them
-may not be, so such a pointer argument is checked at each launch (a misaligned one takes
-Triton's JIT path); a view at a misaligned offset of an aligned buffer is compiled unaligned.
-
-Symbolic sizes: `call` first binds each size symbol by name from its inputs (a `sym(s0)` input
-is the value; otherwise a tensor input's size or stride), so sizes, strides, grids and launch
-arguments are Python expressions over them; integer arguments that vary are compiled
-unspecialized (`do_not_specialize`). An r-loop up to a kernel argument is a `while`: the
-interpreter cannot `range` over a scalar argument (numpy 2 refuses int() of its 1-element
-array), and compiled Triton accepts both.
+Integer kernel arguments that vary between calls are compiled unspecialized
+(`do_not_specialize`). An r-loop up to a kernel argument is a `while`: the interpreter cannot
+`range` over a scalar argument (numpy 2 refuses int() of its 1-element array), and compiled
+Triton accepts both.
 """
 
 from __future__ import annotations
 
-import hashlib
 import keyword
 import math
 import re
-from collections import ChainMap
-from collections.abc import MutableMapping
-from dataclasses import dataclass, field
 
-import sympy
-from mind.dialects.collectives import KINDS, call_args, torch_target
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.store_modes import STORE_MODES
 from mind.dialects.triton import dtype_of, shape_of
 from mind.ir import dtypes as dt
-from mind.ir.core import Module, Operation, Value, fresh_name
+from mind.ir.core import Module, Operation, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.dtypes import Device
-from mind.ir.types import ScalarType, SymType, TensorType, contiguous_strides, size_symbols
 
-from .pyexpr import is_dotted, py_expr, py_float, py_literal, tl_dtype, torch_dtype
+from .bindings import Host
+from .names import Names
+from .pyexpr import py_expr, py_float, tl_dtype
 from .scans import KERNEL_OPS, TUPLES
+from .wrapper import emit_wrapper
 
 HEADER = """\
 import torch
@@ -68,49 +53,8 @@ from mind.runtime.triton_helpers import for_current_mode
 triton_helpers = for_current_mode()
 """
 
-#: where a tensor without a device lives
-CPU = Device("cpu")
-#: the modules an extern's callable may come from by its path (`torch.ops.prims.x.default`,
-#: `operator.ge`), as an `aten.call` names them (mind.dialects.pyobjects.ALLOWED_ROOTS); any
-#: other extern symbol is an op name under `torch.ops` (`aten.mm.default`)
-PYTHON_ROOTS = ("torch", "operator", "math", "builtins")
-#: the signature placeholder of a parameter passed by value, by its dtype's kind (see BY_VALUE in
-#: codegen/kernel.py): a value Triton types as that parameter's type
-PLACEHOLDERS = {"f": "F32", "i": "I64", "b": "I1"}
-
 _RESERVED = set(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", HEADER)) | {
     "args", "stream", "range", "float", "int", "len", "print", "min", "max"}  # fmt: skip
-
-
-class Names:
-    """Python identifiers for SSA values: their IR names when valid, unique per function. A
-    function's names see the module's (`outer`) through, without a copy: a module has a name
-    per kernel, and copying them for each kernel made emitting quadratic."""
-
-    def __init__(self, taken: set[str], outer: Names | None = None):
-        self.taken = taken
-        self.outer = outer
-        self.names: MutableMapping[Value, str] = ChainMap({}, outer.names) if outer else {}
-
-    def is_taken(self, name: str) -> bool:
-        return name in self.taken or (self.outer is not None and self.outer.is_taken(name))
-
-    def fresh(self, base: str) -> str:
-        """A name not taken yet, from `base`, now taken."""
-        base = base if base.isidentifier() else f"v{base}"
-        base = base + "_" if keyword.iskeyword(base) else base
-        name = fresh_name(base, self.is_taken)
-        self.taken.add(name)
-        return name
-
-    def __call__(self, value: Value) -> str:
-        if value not in self.names:
-            self.names[value] = self.fresh(value.name)
-        return self.names[value]
-
-    def scope(self) -> Names:
-        """Names for one function: module-level names stay taken, its own stay its own."""
-        return Names(set(), outer=self)
 
 
 def emit(module: Module) -> str:
@@ -286,338 +230,3 @@ def emit_kernel(op: Operation, n: Names, unspecialized: list[str]) -> str:
     head = f"{decorator}\ndef {op.symbol}({', '.join(params)}):"
     body = _kernel_lines(op.body.ops, n, 1) or ["    pass"]
     return "\n".join([head, *body]) + "\n"
-
-
-# -- what is bound at load -------------------------------------------------------------------
-ALIGNED, UNKNOWN, MISALIGNED = "aligned", "unknown", "misaligned"
-#: how each wrapper op's result is aligned, from its operands' alignment
-_ALIGNMENT = {
-    "triton.empty_strided": lambda op, of: ALIGNED,
-    "triton.constant_tensor": lambda op, of: ALIGNED,
-    "triton.reuse": lambda op, of: of(op.buffer),
-    "triton.reinterpret": lambda op, of: _view_alignment(of(op.buffer), op),
-}
-
-
-def _view_alignment(base: str, op: Operation) -> str:
-    offset = op.offset
-    if not isinstance(offset, int):
-        return UNKNOWN
-    if offset * op.result.type.dtype.itemsize % 16 == 0:
-        return base
-    return MISALIGNED if base == ALIGNED else UNKNOWN
-
-
-@dataclass
-class Host:
-    """What the module binds once, when it loads, for its wrappers: launchers, ATen ops,
-    devices and constants, each under a module-level name, with the lines that make them."""
-
-    module: Module
-    names: Names
-    lines: list[str] = field(default_factory=list)
-    #: kernel -> the names of its integer arguments that vary between calls (in any launch)
-    unspecialized: dict[str, list[str]] = field(default_factory=dict)
-    #: per launch op, the arguments it passes by value (`.item()` of a 0-d CPU tensor)
-    by_value: dict[Operation, list[int]] = field(default_factory=dict)
-    #: per launch op, its launcher's name
-    launchers: dict[Operation, str] = field(default_factory=dict)
-    #: a binding's text -> its launcher's name: launches of one kernel with the same signature
-    #: share one launcher (a model's repeated layers launch one kernel many times)
-    bound: dict[str, str] = field(default_factory=dict)
-    externs: dict[str, str] = field(default_factory=dict)
-    devices: dict[str, str] = field(default_factory=dict)
-    #: per wrapper value: its alignment
-    alignment: dict[Value, str] = field(default_factory=dict)
-    #: the modules imported for externs named by their path
-    imported: set[str] = field(default_factory=lambda: {"torch"})
-
-    def bind_wrapper(self, wrapper: Operation) -> None:
-        for op in wrapper.body.ops:
-            rule = _ALIGNMENT.get(op.name)
-            for result in op.results:
-                self.alignment[result] = rule(op, self.align_of) if rule else UNKNOWN
-            handler = _BINDINGS.get(op.name)
-            if handler:
-                handler(self, op)
-
-    def align_of(self, value: Value) -> str:
-        return self.alignment.get(value, UNKNOWN)
-
-    def device(self, device: Device) -> str:
-        key = str(device)
-        if key not in self.devices:
-            name = self.names.fresh(re.sub(r"\W", "_", key))
-            self.devices[key] = name
-            self.lines.append(f"{name} = torch.device({key!r})")
-        return self.devices[key]
-
-    def literal(self, value, names: Names) -> str:
-        return py_literal(value, names, self.device)
-
-    def bind_launch(self, op: Operation) -> None:
-        kernel = self.module.lookup(op.symbol)
-        signature, checked, varying, by_value = [], [], [], []
-        for i, (param, arg) in enumerate(zip(kernel.body.args, op.values)):
-            if isinstance(param.type, ScalarType) and is_tensor(arg):
-                by_value.append(i)  # a 0-d CPU tensor: the launch passes its value
-                varying.append(param.name)
-                signature.append(PLACEHOLDERS[dtype_of(param).kind])
-            elif is_tensor(arg):
-                alignment = self.align_of(arg)
-                if alignment == UNKNOWN:
-                    checked.append(len(signature))
-                dtype = torch_dtype(arg.type.dtype)
-                signature.append(f"misaligned({dtype})" if alignment == MISALIGNED else dtype)
-            elif isinstance(arg, int):
-                signature.append(str(arg))
-            else:  # a symbolic size: one compiled kernel serves every value
-                varying.append(param.name)
-                signature.append("I64" if dtype_of(param) == dt.i64 else "I32")
-        known = self.unspecialized.setdefault(op.symbol, [])
-        known += [v for v in varying if v not in known]
-        self.by_value[op] = by_value
-        pointers = [a for i, a in enumerate(op.values) if is_tensor(a) and i not in by_value]
-        device = pointers[0].type.device
-        checks = f"checked={tuple(checked)!r}, " if checked else ""
-        head = f"{self.device(device)}, ({', '.join(signature)}{',' if len(signature) == 1 else ''}), {checks}"
-        own = {**kernel.constexprs, "num_warps": kernel.num_warps, "num_stages": kernel.num_stages}
-        if not op.candidates:
-            binding = _bind_call(op.symbol, head, own)
-        else:
-            candidates = [(op.symbol, own, op.grid), *op.candidates]
-            extents = tuple(_extent(a.type) for a in pointers)
-            binding = "\n".join(
-                [
-                    "tune(",
-                    f"    {_tuning_key(self.module, candidates, signature)!r},",
-                    *(
-                        f"    ({_bind_call(kernel_name, head, config)}, {tuple(grid)!r}),"
-                        for kernel_name, config, grid in candidates
-                    ),
-                    f"    extents={extents!r},",
-                    ")",
-                ]
-            )
-        if binding not in self.bound:
-            self.bound[binding] = self.names.fresh(f"{op.symbol}_launch")
-            self.lines.append(f"{self.bound[binding]} = {binding}")
-        self.launchers[op] = self.bound[binding]
-
-    def bind_extern(self, op: Operation) -> None:
-        if not is_dotted(op.symbol):
-            raise MindError(f"cannot call '{op.symbol}'", op.loc)
-        if op.symbol not in self.externs:
-            name = self.names.fresh(op.symbol.replace(".", "_"))
-            self.externs[op.symbol] = name
-            root = op.symbol.split(".", 1)[0]
-            if root not in PYTHON_ROOTS:  # an op name: `aten.mm.default`
-                self.lines.append(f"{name} = torch.ops.{op.symbol}")
-                return
-            if root not in self.imported:  # a callable by its path: `operator.ge` on sizes
-                self.imported.add(root)
-                self.names.taken.add(root)
-                self.lines.append(f"import {root}")
-            self.lines.append(f"{name} = {op.symbol}")
-
-    def bind_collective(self, op: Operation) -> None:
-        target = torch_target(op.kind)
-        if target not in self.externs:
-            name = self.names.fresh(target.replace(".", "_"))
-            self.externs[target] = name
-            self.lines.append(f"{name} = torch.ops.{target}")
-
-    def bind_constant(self, op: Operation) -> None:
-        t = op.result.type
-        strides = t.strides or contiguous_strides(t.shape)
-        name = self.names(op.result)
-        data = self.literal(op.data, self.names)
-        self.lines.append(
-            f"{name} = torch.empty_strided({self.literal(t.shape, self.names)}, "
-            f"{self.literal(strides, self.names)}, dtype={torch_dtype(t.dtype)}, "
-            f"device={self.device(t.device or CPU)})"
-            f".copy_(torch.tensor({data}, dtype={torch_dtype(t.dtype)})"
-            f".reshape({self.literal(t.shape, self.names)}))"
-        )
-
-
-def _bind_call(kernel: str, head: str, config: dict) -> str:
-    """`bind(kernel, device, signature, checked=..., num_warps=..., num_stages=..., BLOCK=...)`."""
-    options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
-    options |= {k: v for k, v in config.items() if k not in options}
-    return f"bind({kernel}, {head}{', '.join(f'{k}={v}' for k, v in options.items())})"
-
-
-def _tuning_key(module: Module, candidates: list, signature: list[str]) -> str:
-    """What a tuning result depends on: the candidates' kernels (their IR), configs and grids,
-    and the argument types."""
-    digest = hashlib.sha256()
-    for kernel, config, grid in candidates:
-        digest.update(
-            f"{module.lookup(kernel)}\n{sorted(config.items())}\n{tuple(grid)}\n".encode()
-        )
-    digest.update(repr(signature).encode())
-    return digest.hexdigest()
-
-
-def _extent(t: TensorType) -> int:
-    """The elements of storage a tensor of this layout spans from its first element."""
-    if 0 in t.shape:
-        return 0
-    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.strides))
-
-
-_BINDINGS = {
-    "triton.launch": Host.bind_launch,
-    "triton.extern": Host.bind_extern,
-    "triton.constant_tensor": Host.bind_constant,
-    **{f"triton.{kind}": Host.bind_collective for kind in KINDS},
-}
-
-
-# -- the wrapper -----------------------------------------------------------------------------
-@dataclass
-class Call:
-    """One wrapper being emitted: its names, and the CUDA device it runs on (if any)."""
-
-    host: Host
-    n: Names
-    cuda: int | None
-    #: the size symbols bound so far
-    bound: set[str] = field(default_factory=set)
-
-    def lit(self, value) -> str:
-        return self.host.literal(value, self.n)
-
-    def bind_symbols(self, values) -> list[str]:
-        """`s0 = arg0_1`, `u0 = buf1.size(0)`: each size symbol bound once, from the first value
-        that holds it plainly: an input, or the extern result that defines it (a data-dependent
-        size, which Inductor calls unbacked)."""
-        lines = []
-        for value in values:
-            for symbol, source in symbol_sources(value, self.n(value)).items():
-                if symbol not in self.bound:
-                    self.bound.add(symbol)
-                    lines.append(f"{symbol} = {source}")
-        return lines
-
-    def lines(self, op: Operation) -> list[str]:
-        """The wrapper's lines for `op`, then the size symbols its results define."""
-        line = self.line(op)
-        return ([] if line is None else [line]) + self.bind_symbols(op.results)
-
-    def alloc(self, t: TensorType) -> str:
-        size, stride = self.lit(t.shape), self.lit(t.strides)
-        device, dtype = t.device or CPU, torch_dtype(t.dtype)
-        if device.type == "cpu":
-            return f"empty_strided_cpu({size}, {stride}, {dtype})"
-        if device.type == "cuda" and (device.index or 0) == self.cuda:
-            return f"empty_strided_cuda({size}, {stride}, {dtype})"
-        return f"torch.empty_strided({size}, {stride}, dtype={dtype}, device={self.host.device(device)})"
-
-    def line(self, op: Operation) -> str | None:
-        kind = op.name.split(".", 1)[1]
-        n, lit = self.n, self.lit
-        if kind == "assert_size_stride":
-            return f"assert_size_stride({', '.join(lit(a) for a in op.args)})"
-        if kind == "empty_strided":
-            return f"{n(op.result)} = {self.alloc(op.result.type)}"
-        if kind == "reuse":
-            old, t = op.buffer, op.result.type
-            if (old.type.shape, old.type.strides) == (t.shape, t.strides):
-                return f"{n(op.result)} = {n(old)}  # reuse"
-            return f"{n(op.result)} = reinterpret_tensor({n(old)}, {lit(t.shape)}, {lit(t.strides)}, 0)  # reuse"
-        if kind == "launch":
-            stream = "None" if self.cuda is None else "stream"
-            values = [lit(a) for a in op.values]
-            for i in self.host.by_value[op]:
-                values[i] += ".item()"
-            args = [*(lit(g) for g in op.grid), stream, *values]
-            return f"{self.host.launchers[op]}({', '.join(args)})"
-        if kind == "extern":
-            args = [lit(a) for a in op.values] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
-            targets = ", ".join(n(r) for r in op.results)
-            call = f"{self.host.externs[op.symbol]}({', '.join(args)})"
-            return f"{targets} = {call}" if op.results else call
-        if kind == "reinterpret":
-            t = op.result.type
-            offset = lit(op.offset)
-            return f"{n(op.result)} = reinterpret_tensor({n(op.buffer)}, {lit(t.shape)}, {lit(t.strides)}, {offset})"
-        if kind in KINDS:  # the start's result stays bound until the wait, which returns it
-            args = [lit(a) for a in call_args(op)] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
-            targets = ", ".join(n(r) for r in op.results)
-            targets += "," if op.decl.results[-1].variadic and len(op.results) == 1 else ""
-            return f"{targets} = {self.host.externs[torch_target(kind)]}({', '.join(args)})"
-        if kind == "constant_tensor":
-            return None  # made at load
-        if kind == "output":
-            return f"return {lit(tuple(op.values))}"
-        raise MindError(f"cannot emit '{op.name}' in a wrapper", op.loc)
-
-
-def is_tensor(value) -> bool:
-    """Whether a launch argument is a tensor (else an int or a size expression)."""
-    return isinstance(value, Value) and isinstance(value.type, TensorType)
-
-
-def symbol_sources(value: Value, name: str) -> dict[str, str]:
-    """Where each size symbol that `value` holds plainly can be read: `s0` from a `sym(s0)`
-    named `name`, `s1` from `name.size(1)` or `name.stride(0)` of a tensor."""
-    t = value.type
-    if isinstance(t, SymType):
-        return {t.expr.name: name} if isinstance(t.expr, sympy.Symbol) else {}
-    found: dict[str, str] = {}
-    if isinstance(t, TensorType):
-        for method, sizes in (("size", t.shape), ("stride", t.strides or ())):
-            for d, size in enumerate(sizes):
-                if isinstance(size, sympy.Symbol):
-                    found.setdefault(size.name, f"{name}.{method}({d})")
-    return found
-
-
-def _cuda_index(op: Operation) -> int | None:
-    """The CUDA device the wrapper makes current: that of its first CUDA tensor."""
-    values = [*op.body.args, *(r for o in op.body.ops for r in o.results)]
-    for value in values:
-        t = value.type
-        if isinstance(t, TensorType) and t.device is not None and t.device.type == "cuda":
-            return t.device.index or 0
-    return None
-
-
-def emit_wrapper(op: Operation, host: Host) -> str:
-    n = host.names.scope()
-    n.taken |= _size_symbols(op)
-    call = Call(host, n, _cuda_index(op))
-    args = [n(a) for a in op.body.args]
-    lines = [f"def {op.symbol}(args):"]
-    if args:
-        lines.append(f"    {', '.join(args)}{',' if len(args) == 1 else ''} = args")
-    lines += ["    " + line for line in call.bind_symbols(op.body.args)]
-    body = [line for inner in op.body.ops for line in call.lines(inner)]
-    if call.cuda is not None:
-        lines.append(f"    with device_guard({call.cuda}):")
-        lines.append(f"        stream = get_raw_stream({call.cuda})")
-        lines += ["        " + line for line in body]
-    else:
-        lines += ["    " + line for line in body]
-    lines.append(f"{op.symbol}.output_strides = {output_strides(op)!r}")
-    return "\n".join(lines) + "\n"
-
-
-def output_strides(wrapper: Operation) -> tuple:
-    """The strides of each tensor the wrapper returns (None for other outputs and for strides
-    only a call knows): the caller reports them (AOTAutograd lays out a backward's inputs so)."""
-    found = []
-    for value in wrapper.body.terminator.args:
-        t = value.type if isinstance(value, Value) else None
-        static = isinstance(t, TensorType) and t.strides is not None
-        static = static and all(isinstance(s, int) for s in t.strides)
-        found.append(tuple(t.strides) if static else None)
-    return tuple(found)
-
-
-def _size_symbols(op: Operation) -> set[str]:
-    """The names of the size symbols of the wrapper's values: kept free for the bindings."""
-    values = [*op.body.args, *(r for inner in op.body.ops for r in inner.results)]
-    return set().union(*(size_symbols(v.type) for v in values))

@@ -1,0 +1,125 @@
+"""Launching compiled kernels through torch's C++ launcher (`torch._C._StaticCudaLauncher`, which
+Inductor launches its kernels through).
+
+Triton's own launcher (`CompiledKernel.run`) works out at each launch what never changes: its
+Python wrapper allocates (or not) scratch memory and, in newer Triton, builds closures, then its
+C launcher parses a format string of every parameter, constexprs included. torch's launcher
+takes what the cubin takes and nothing else, so what a launch passes is worked out once, here:
+the cubin's function, its arguments' types, which of the call's arguments are Triton's constants
+(a constexpr, or an integer Triton specialized, such as a size of 1) and so not passed, and the
+null scratch pointers a newer Triton's cubin also takes. A launch is then one C++ call.
+
+torch's `StaticallyLaunchedCudaKernel` reads the compiled kernel (as Inductor does); a kernel it
+does not handle (ROCm, scratch memory, clusters, cooperative or PDL launches, TMA descriptors), or
+a torch without it, launches through Triton's launcher.
+"""
+
+from __future__ import annotations
+
+import importlib
+import operator
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from mind.ir.logs import channel
+
+log = channel("launch")
+
+#: where torch keeps the class that reads a compiled kernel for its launcher (renamed in 2.12)
+_MODULES = (
+    "torch._inductor.runtime.static_triton_launcher",
+    "torch._inductor.runtime.static_cuda_launcher",
+)
+#: launch attributes torch's launcher does not set
+_ATTRIBUTES = ("launch_cooperative_grid", "launch_pdl")
+
+
+def static_launcher(compiled: Any, device: torch.device, count: int) -> Callable | None:
+    """A launcher `fn(grid_x, grid_y, grid_z, stream, *args)` of `compiled` on `device` through
+    torch's launcher, for launches that pass `count` arguments (the kernel's parameters before
+    its constexprs); None where torch's launcher cannot launch it."""
+    try:
+        kernel = read(compiled)
+        bound = arguments(kernel, count)
+        if bound is None:  # not the arguments this module expects
+            raise NotImplementedError(f"arguments {kernel.arg_tys}")
+        _load(kernel, device)
+        launch = _launcher(kernel, *bound)
+    except Exception as exc:  # noqa: BLE001  (Triton's launcher is the fallback for any reason)
+        log.debug("kernel %s: Triton's launcher (%s)", compiled.name, exc)
+        return None
+    log.debug("kernel %s: torch's launcher, arguments %s", compiled.name, bound[0])
+    return launch
+
+
+def read(compiled: Any) -> Any:
+    """torch's reading of `compiled` (Inductor's `StaticallyLaunchedCudaKernel`); it raises
+    NotImplementedError for a kernel torch's launcher does not handle."""
+    if torch.version.hip or any(getattr(compiled.metadata, a, False) for a in _ATTRIBUTES):
+        raise NotImplementedError("ROCm or launch attributes")
+    cls = _kernel_class()
+    compiled._cubin_path = None  # the class reads it; `_load` writes the cubin
+    return cls(compiled)
+
+
+def arguments(kernel: Any, count: int) -> tuple[str, Callable[[tuple], tuple] | None] | None:
+    """The cubin's argument types, and what of a launch's `count` arguments it takes (None: all
+    of them, as they come); None when the two do not match."""
+    constants = set(kernel.full_constexprs)
+    kept = tuple(i for i in range(count) if i not in constants)
+    flags = ("has_global_scratch", "has_profile_scratch")
+    scratch = (None,) * sum(bool(getattr(kernel, flag, False)) for flag in flags)
+    types = kernel.arg_tys + "O" * len(scratch)
+    if len(kept) + len(scratch) != len(types):
+        return None
+    return types, _picker(kept, count, scratch)
+
+
+def _load(kernel: Any, device: torch.device) -> None:
+    """Load the kernel's cubin on `device` (torch unloads it when `kernel` is collected: the
+    launcher keeps it)."""
+    with tempfile.TemporaryDirectory() as folder, torch.cuda.device(device):
+        kernel.reload_cubin_from_raw(str(Path(folder) / f"{kernel.name}.cubin"))
+        kernel.load_kernel(torch.cuda.current_device())
+    if kernel.function is None:
+        raise RuntimeError("the cubin did not load")
+
+
+def _kernel_class() -> type:
+    for name in _MODULES:
+        try:
+            return importlib.import_module(name).StaticallyLaunchedCudaKernel
+        except (ImportError, AttributeError):
+            continue
+    raise NotImplementedError("this torch has no static CUDA launcher")
+
+
+def _picker(kept: tuple[int, ...], count: int, scratch: tuple) -> Callable[[tuple], tuple] | None:
+    """What of a launch's arguments the cubin takes, as a tuple: None when it takes them all."""
+    if kept == tuple(range(count)) and not scratch:
+        return None
+    if len(kept) > 1:
+        pick = operator.itemgetter(*kept)
+        return lambda args: pick(args) + scratch
+    return lambda args: tuple(args[i] for i in kept) + scratch
+
+
+def _launcher(kernel: Any, types: str, pick: Callable[[tuple], tuple] | None) -> Callable:
+    launch_kernel = torch._C._StaticCudaLauncher._launch_kernel
+    function, warps, shared = kernel.function, kernel.num_warps, kernel.shared
+
+    if pick is None:
+
+        def launch(gx: int, gy: int, gz: int, stream: int, *args) -> None:
+            launch_kernel(function, gx, gy, gz, warps, shared, types, args, stream)
+
+    else:
+
+        def launch(gx: int, gy: int, gz: int, stream: int, *args) -> None:
+            launch_kernel(function, gx, gy, gz, warps, shared, types, pick(args), stream)
+
+    launch.kernel = kernel  # keeps the cubin loaded
+    return launch

@@ -1,0 +1,59 @@
+"""Launches through torch's C++ launcher (runtime/static_launch.py): which of a launch's
+arguments the cubin takes, read from a kernel Triton compiles for an H200 (no GPU needed to
+compile), and, on a GPU, launches that bypass Triton's launcher and give eager's numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from mind.runtime.static_launch import arguments, read
+from programs import no_fallback
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+@triton.jit
+def gather(in_ptr0, out_ptr0, xnumel, ks0, XBLOCK: tl.constexpr):
+    x = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    mask = x < xnumel
+    tl.store(out_ptr0 + x, tl.load(in_ptr0 + x * ks0, mask), mask)
+
+
+def test_a_launch_passes_what_the_cubin_takes():
+    """`ks0` is 1 when compiled, so Triton makes it a constant, as it does the constexpr: the
+    cubin takes the pointers and `xnumel`, then one null pointer per scratch parameter."""
+    signature = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "ks0": "i32"}
+    source = ASTSource(
+        gather, {**signature, "XBLOCK": "constexpr"}, constexprs={"XBLOCK": 128, "ks0": 1}
+    )
+    kernel = read(triton.compile(source, target=GPUTarget("cuda", 90, 32)))
+    types, pick = arguments(kernel, len(signature))
+    scratch = len(types) - 3
+    assert types == "OOi" + "O" * scratch
+    a, b = object(), object()
+    assert pick((a, b, 1000, 1)) == (a, b, 1000, *[None] * scratch)
+    assert arguments(kernel, 2) is None  # launches that pass too few arguments: not bound
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.usefixtures("isolated_runtime", "compiled_for_the_gpu")
+@pytest.mark.parametrize("rows", [1, 64])
+def test_launches_bypass_tritons_launcher(rows, monkeypatch):
+    """Every launch after load goes through torch's launcher (Triton's `CudaLauncher` is not
+    called), with eager's numbers; one row makes a size of 1, which Triton specializes."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    fn = lambda x: torch.softmax(x * 2, -1).sum(0) + 1  # noqa: E731
+    x = torch.randn(rows, 256, device="cuda")
+    compiled = torch.compile(fn, backend="mind")
+    with no_fallback():
+        compiled(x)
+    calls = []
+    call = CudaLauncher.__call__
+    monkeypatch.setattr(CudaLauncher, "__call__", lambda *a: calls.append(a) or call(*a))
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+    assert calls == []
