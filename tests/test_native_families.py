@@ -367,6 +367,19 @@ def test_as_strided_scatter_into_a_layout_with_gaps_stays_in_aten(tmp_path, monk
     assert got.stride() == want.stride() and "aten.as_strided_scatter" in source
 
 
+def test_as_strided_of_an_input_that_starts_inside_its_storage(tmp_path, monkeypatch):
+    """Eager counts as_strided's offset from the start of the input's storage, which here begins
+    two elements before the input: types carry no storage offset, so ATen runs it, and the
+    multiply after it reads the right elements (mind's view read them two elements late)."""
+    base = torch.arange(10.0)
+    fn = lambda x: x.as_strided((2, 2), (1, 1), 1) * 2  # noqa: E731
+    for x in (base[2:], base):
+        torch._dynamo.reset()
+        got, source = compiled(fn, x, tmp_path=tmp_path, monkeypatch=monkeypatch)
+        torch.testing.assert_close(got, fn(x))
+        assert "aten.as_strided" in source
+
+
 #: name -> (fn, input shape); the backward runs in mind's own kernels too (max pooling's as a
 #: scatter_add of the gradient at the forward's indices, average pooling's as a gather over the
 #: windows that cover each input position)

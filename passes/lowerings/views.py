@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import sympy
 import torch
+from mind.ir.core import Operation
 from mind.ir.symbols import IntLike
 from mind.ir.types import TensorType
 
@@ -210,6 +211,10 @@ def as_strided(ctx, x, size, stride, storage_offset=None):
     dims in stride order."""
     if not is_tensor(x):
         raise Unsupported("as_strided of a tensor without a known layout")
+    if not isinstance(x.owner, Operation):
+        # eager counts storage_offset from the start of the input's storage, which may begin
+        # before the input (a caller's slice); types carry no storage offset: ATen runs it
+        raise Unsupported("as_strided of a graph input")
     return _view(
         ctx, x, lambda idx: storage_index(x.type, strided_position(idx, stride, storage_offset))
     )
