@@ -24,8 +24,10 @@ class Persistent(Strategy):
             return False
         if holds_row(node):
             return True
-        limit = options.persistent_max
-        return row_size(node) <= (limit if is_inner(node) else min(limit, OUTER_PERSISTENT_MAX))
+        size, limit = row_size(node), options.persistent_max
+        if size > limit:
+            return False
+        return size <= OUTER_PERSISTENT_MAX or is_inner(node)
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         return reduction_tiling(node, persistent_config)
