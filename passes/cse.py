@@ -20,10 +20,10 @@ generate and to compile, and dumps that read like the computation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from mind.dialects.scheduled import Node
-from mind.ir.core import Block, Operation, Value
+from mind.ir.attributes import attr_key
+from mind.ir.core import Block, Operation
 
 from .manager import GraphPass
 from .schedule import renumber
@@ -57,23 +57,11 @@ def eliminate_common(body: Block) -> bool:
 
 
 def _key(op: Operation) -> tuple | None:
-    """What the op computes, hashable; None for what cannot be compared (then it stays)."""
-    key = (op.name, _frozen(op.args), _frozen(dict(op.attrs)), tuple(r.type for r in op.results))
+    """What the op computes, hashable (`attr_key`: equal exactly when the texts would be, so
+    0.0 and -0.0 differ); None for what cannot be compared (then it stays)."""
+    key = (op.name, attr_key(op.args), attr_key(dict(op.attrs)), tuple(r.type for r in op.results))
     try:
         hash(key)
     except TypeError:
         return None
     return key
-
-
-def _frozen(item: Any) -> Any:
-    """A hashable stand-in that tells apart what prints apart: 0.0 from -0.0, 1 from 1.0."""
-    if isinstance(item, Value):
-        return item
-    if isinstance(item, list | tuple):
-        return (type(item).__name__, *(_frozen(x) for x in item))
-    if isinstance(item, dict):
-        return ("dict", *((k, _frozen(v)) for k, v in sorted(item.items())))
-    if isinstance(item, bool | int | float):
-        return (type(item).__name__, repr(item))
-    return item
