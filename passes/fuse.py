@@ -11,7 +11,8 @@ Where that holds only with one node's loops in another order (a row-major pointw
 a column reduction), that node's loops are permuted (analysis/loop_order.py). A matmul template
 node takes pointwise work over its own loops only (its epilogue, see passes/mm_templates.py). A
 node that updates a buffer in place (a scatter) fuses with nothing: its target must be complete
-before it starts, and its readers wait for all of it.
+before it starts, and its readers wait for all of it. Nor does a reduction that codegen will
+split (too few rows to fill the GPU) take work that stores along its rows after it.
 
 Each pair it weighs (the pairs that share a buffer) gets a remark, located at the later node:
 fused and the bytes saved, or refused, by which rule (see RULES), and what it would have saved.
@@ -29,6 +30,8 @@ from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_n
 from mind.analysis.iteration import Join, Reorder, join
 from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import pvar, simplify_with_ranges, substitute
+from mind.codegen.heuristics import SM_COUNT, split_factor
+from mind.codegen.tiling import is_inner
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Block, Operation, Region, Value
@@ -54,6 +57,8 @@ RULES = {
     "indirect-read": "@{} reads %{} through a mask or an indirect index",
     "in-place": "@{} updates %{} in place: its writes land in any order, so it runs alone",
     "index": "@{} reads %{} at {}, not where @{} stored it ({})",
+    "split": "@{} splits its reduction of {} rows of {} (too few rows to fill the GPU); @{}"
+    " would store along the rows after it, and a split leaves no row whole to store along",
 }
 
 
@@ -137,6 +142,32 @@ def _joined(a: Node, b: Node, reorder: Reorder | None) -> Join | Refusal:
     return shared
 
 
+def kept_whole(a: Node, b: Node, shared: Join, sm_count: int) -> Refusal | None:
+    """The "split" rule: `a` reduces rows too few to fill the GPU, which codegen splits into
+    parts (codegen/split.py), and `b` reads a per-row result of it to store along the rows (a
+    batch norm's normalized output). Fused, the kernel would need every row whole after its
+    reduction, so it could not split: a few programs would walk all the rows (64 channels of
+    400k elements: 2 programs). Inductor splits such reductions before fusing, so it never
+    fuses them either. The row count decides (`split_factor` for `sm_count` SMs), not the
+    reductions' kinds: a two-pass variance splits once welford merged it."""
+    xs, rs = shared.sizes
+    if not rs:
+        return None
+    r_vars = {pvar(k) for k in range(len(xs), len(xs) + len(rs))}
+
+    def along_r(index: IntLike, part: int) -> bool:
+        return bool(getattr(onto(index, shared, part), "free_symbols", set()) & r_vars)
+
+    per_row = {s.buffer for s in a.body.ops if isinstance(s, Store) and not along_r(s.index, 0)}
+    reads_row = any(isinstance(op, Load) and op.source in per_row for op in b.body.ops)
+    if not reads_row or not any(isinstance(s, Store) and along_r(s.index, 1) for s in b.body.ops):
+        return None
+    x, r = (product(s) for s in a.sizes)
+    if not isinstance(x * r, int) or split_factor(x, r, is_inner(a), sm_count) <= 1:
+        return None
+    return Refusal("split", (a.symbol, x, r, b.symbol))
+
+
 def onto(index: IntLike, shared: Join, part: int) -> IntLike:
     """An index of the join's first (`part` 0) or second node over the shared loops, with what
     their ranges make trivial folded (a loop cut in pieces leaves `Mod`s of them behind)."""
@@ -145,7 +176,9 @@ def onto(index: IntLike, shared: Join, part: int) -> IntLike:
     return simplify_with_ranges(substitute(index, (shared.first, shared.second)[part]), ranges)
 
 
-def legal_fusion(a: Node, b: Node, block: Block, position, max_parts: int) -> Join | Refusal:
+def legal_fusion(
+    a: Node, b: Node, block: Block, position, max_parts: int, sm_count: int = SM_COUNT
+) -> Join | Refusal:
     """How `a` (earlier) and `b` fuse, or the first rule that refuses them."""
     parts = a.symbol.count("_") + b.symbol.count("_") + 2
     if parts > max_parts:
@@ -156,7 +189,10 @@ def legal_fusion(a: Node, b: Node, block: Block, position, max_parts: int) -> Jo
     through = creates_cycle(a, b, block, position)
     if through is not None:
         return Refusal("cycle", (b.symbol, a.symbol, _name(through)))
-    return shared_loops(a, b)
+    shared = shared_loops(a, b)
+    if isinstance(shared, Refusal):
+        return shared
+    return kept_whole(a, b, shared, sm_count) or shared
 
 
 def _name(op: Operation) -> str:
@@ -280,9 +316,15 @@ class FusionSearch:
     by their distance now, weighed in turn, and the rest put back. `remarks` hears of each pair
     weighed and refused."""
 
-    def __init__(self, graph: Operation, max_parts: int, remarks: Remarks | None = None):
+    def __init__(
+        self,
+        graph: Operation,
+        max_parts: int,
+        remarks: Remarks | None = None,
+        sm_count: int = SM_COUNT,
+    ):
         self.block = graph.body
-        self.max_parts = max_parts
+        self.max_parts, self.sm_count = max_parts, sm_count
         self.remarks = remarks
         self.heap: list[tuple[int, int, Node, Node]] = []
         self.count = itertools.count()
@@ -326,7 +368,7 @@ class FusionSearch:
             tied.sort(key=self.closest_first)
             for k, (_, _, x, y) in enumerate(tied):
                 a, b = sorted((x, y), key=self.position.__getitem__)
-                found = legal_fusion(a, b, self.block, self.position, self.max_parts)
+                found = legal_fusion(a, b, self.block, self.position, self.max_parts, self.sm_count)
                 if isinstance(found, Join):
                     for entry in tied[k + 1 :]:
                         heapq.heappush(self.heap, entry)
@@ -358,9 +400,9 @@ def best_fusion(
     return FusionSearch(graph, max_parts, remarks).best()
 
 
-def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
+def fuse_graph(graph: Operation, max_parts: int = 64, sm_count: int = SM_COUNT) -> None:
     remarks = Remarks(graph.symbol) if Remarks.wanted() else None
-    search = FusionSearch(graph, max_parts, remarks)
+    search = FusionSearch(graph, max_parts, remarks, sm_count)
     while (found := search.best()) is not None:
         a, b, shared, saved = found
         node = search.fuse(a, b, shared)
@@ -372,9 +414,13 @@ def fuse_graph(graph: Operation, max_parts: int = 64) -> None:
 class Fuse(GraphPass, name="fuse", input="scheduled"):
     """Fuse scheduler nodes with compatible loops, most bytes saved first.
 
-    `max-fusion-size` caps the nodes in one kernel (Inductor's config.max_fusion_size)."""
+    `max-fusion-size` caps the nodes in one kernel (Inductor's config.max_fusion_size);
+    `sm-count` is the GPU's, as to-triton's: a reduction with too few rows to fill it splits."""
 
     max_fusion_size: int = option(64, "the most nodes one fused kernel may hold")
+    sm_count: int = option(
+        SM_COUNT, "the GPU's SMs (to-triton's): rows too few to fill them split, and stay apart"
+    )
 
     def run_graph(self, graph: Operation) -> None:
-        fuse_graph(graph, self.max_fusion_size)
+        fuse_graph(graph, self.max_fusion_size, self.sm_count)
