@@ -93,11 +93,17 @@ class KernelBuilder:
             "triton.kernel", [], attrs, symbol=name, regions=[Region(Block(args))], loc=node.loc
         )
         named = {a.name: a for a in args}
-        self.numels = {g.prefix: named[f"{g.prefix}numel"] for g in tiling.groups}
+        self.numels = {g.prefix: named.get(f"{g.prefix}numel") for g in tiling.groups}
 
     def build(self, strategy: Strategy) -> Operation:
         """The program's index blocks on the grid axes, then the strategy's body."""
         top = Scope(self.kernel.body, vars=dict(self.sizes))
+        for group in self.tiling.groups:  # a static numel is a constant, not an argument
+            if self.numels[group.prefix] is None:
+                idt, name = self.tiling.index_dtype, f"{group.prefix}numel"
+                self.numels[group.prefix] = self.emit(
+                    top, "full", [group.numel], idt, (), result=name
+                )
         for group in self.tiling.groups:
             if group.pid_axis is not None:
                 self.program_group(top, group)
@@ -135,8 +141,9 @@ class KernelBuilder:
             launch.append(buffers[result])
         idt = ScalarType(self.tiling.index_dtype)
         for group in self.tiling.groups:
-            args.append(Value(f"{group.prefix}numel", idt))
-            launch.append(group.numel)
+            if not isinstance(group.numel, int):
+                args.append(Value(f"{group.prefix}numel", idt))
+                launch.append(group.numel)
         self.sizes = {s.name: Value(s.name, idt) for s in size_symbols(self.node)}
         args += self.sizes.values()
         launch += [sym(name) for name in self.sizes]

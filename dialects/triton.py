@@ -100,8 +100,8 @@ POINTER = Constraint("!ptr<dtype>", lambda t: ptr_dtype(t) is not None)
 #: a kernel value: a block (`f32[XBLOCK, 1]`, `i32[]`) or a scalar argument (`%xnumel: i32`)
 BLOCK = TENSOR | SCALAR
 MASK = value(dtype_is(dt.b8))
-#: a kernel's scalar argument (`%r0_numel`)
-ARGUMENT = value(SCALAR)
+#: a kernel's numel: its scalar argument (`%r0_numel: i32`), or the 0-d constant a static one is
+NUMEL = value(SCALAR | Constraint("block[]", lambda t: isinstance(t, TensorType) and not t.shape))
 #: a bound a loop or a launch computes with: an index expression or a kernel argument
 BOUND = INDEX | value(SCALAR)
 
@@ -346,7 +346,7 @@ class SortBlocks(Op):
     value = operand(TENSOR)
     index = operand(TENSOR)
     descending = attr(BOOL)
-    numel = opt_attr(ARGUMENT)
+    numel = opt_attr(NUMEL)
     values = result(TENSOR)
     indices = result(TENSOR)
 
