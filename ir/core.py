@@ -48,10 +48,12 @@ class Value:
     _EDITS = frozenset(("name", "type"))
 
     def __init__(self, name: str, type: Type, owner: Operation | Block | None = None):
-        self.name = name
-        self.type = type
-        self.owner = owner
-        self.users: dict[Operation, None] = {}
+        # (through the slots themselves: a new value edits nothing, and `__setattr__` would
+        # make a value four times as slow to make)
+        _SET_NAME(self, name)
+        _SET_TYPE(self, type)
+        _SET_OWNER(self, owner)
+        _SET_USERS(self, {})
 
     def __setattr__(self, key: str, value: Any) -> None:
         object.__setattr__(self, key, value)
@@ -65,6 +67,11 @@ class Value:
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"
+
+
+_SET_NAME, _SET_TYPE, _SET_OWNER, _SET_USERS = (
+    getattr(Value, slot).__set__ for slot in Value.__slots__
+)
 
 
 def fresh_name(base: str, taken: Callable[[str], bool]) -> str:
