@@ -286,7 +286,7 @@ class PassManager:
             self.timings.append((str(p), time.perf_counter() - start))
             if log.isEnabledFor(logging.INFO):
                 log.info("%s: %.2f ms, %s", p, 1e3 * self.timings[-1][1], _sizes(module))
-            if self.verify_each and verified != (module, edits()):  # the pass changed nothing
+            if self.verify_each and verified != (module, edits()):  # (not if nothing changed)
                 verify(module)
                 verified = (module, edits())
             self.current = None
