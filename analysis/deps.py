@@ -167,9 +167,34 @@ def _mergeable(index: IntLike, outer: sympy.Symbol, inner: sympy.Symbol, inner_s
     linear = linear_coefficients(index, (outer, inner))
     if linear is not None:
         return equal(linear[outer], as_int_like(linear[inner] * inner_size))
+    if _steps_apart(index, outer, inner, inner_size):
+        return False
     split = index.xreplace({outer: _M1, inner: _M2})
     merged = index.xreplace({outer: sympy.Integer(0), inner: _M1 * inner_size + _M2})
     return equal(split, merged)
+
+
+#: (outer, inner) values at which `_steps_apart` compares an index with its merged form
+_SAMPLES = ((1, 0), (1, 1), (2, 3), (3, 5))
+
+
+def _steps_apart(index: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol, inner_size) -> bool:
+    """Whether some integers show that stepping `outer` is not stepping `inner` by its size:
+    the index at (outer, inner) differs from the index at (0, outer * inner_size + inner), the
+    other symbols fixed. A counterexample settles `_mergeable` at the cost of evaluating numbers,
+    where proving the general case expands a nonlinear index (Mod and floor of reshapes)."""
+    others = sorted((index.free_symbols | sympy.sympify(inner_size).free_symbols) - {outer, inner},
+                    key=sympy.default_sort_key)  # fmt: skip
+    if not all(s.is_nonnegative for s in (*others, outer, inner)):
+        return False  # (the samples are non-negative: they must lie where the symbols do)
+    values = {s: sympy.Integer(3 + k) for k, s in enumerate(others)}
+    size = sympy.sympify(inner_size).xreplace(values)
+    for o, i in _SAMPLES:
+        split = index.xreplace({**values, outer: sympy.Integer(o), inner: sympy.Integer(i)})
+        merged = index.xreplace({**values, outer: sympy.Integer(0), inner: o * size + i})
+        if split.is_Integer and merged.is_Integer and split != merged:
+            return True
+    return False
 
 
 def drop_unit_dims(indexes: list[IntLike], dims: list[Dim]) -> tuple[list[IntLike], list[Dim]]:

@@ -78,7 +78,44 @@ def substitute(expr: IntLike, mapping: dict[sympy.Symbol, IntLike]) -> IntLike:
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _substitute(expr: sympy.Expr, mapping: tuple[tuple[sympy.Symbol, IntLike], ...]) -> IntLike:
+    names = renaming(expr, dict(mapping))
+    if names is not None:  # (the simplified expression is cached for all its renamings)
+        return _simple(rename(simplify_index(expr), names))
     return simplify_index(expr.xreplace({k: sympy.sympify(v) for k, v in mapping}))
+
+
+#: the expressions `rename` rebuilds: their canonical form depends only on the order of their
+#: arguments' sort keys, so the image of a canonical one is canonical as it stands
+_RENAMED = (sympy.Add, sympy.Mul, sympy.Pow, sympy.Mod, sympy.floor, sympy.ceiling)
+
+
+def renaming(expr: sympy.Expr, mapping: dict) -> dict[sympy.Symbol, sympy.Symbol] | None:
+    """`mapping` as a renaming of `expr`'s symbols that keeps its form (p vars to d vars, d vars
+    to c vars), or None when it is not one: every symbol of `expr` it maps goes to a symbol with
+    the same assumptions, and `expr`'s symbols renamed are distinct and in the same order (by
+    name) as before; only sums, products, powers, Mod and floor hold them."""
+    free = expr.free_symbols
+    names = {k: v for k, v in mapping.items() if k in free}
+    if not all(isinstance(v, sympy.Symbol) for v in names.values()):
+        return None
+    if any(k.assumptions0 != v.assumptions0 for k, v in names.items()):
+        return None
+    before = sorted(free, key=sympy.default_sort_key)
+    after = [names.get(s, s) for s in before]
+    if len(set(after)) < len(after) or sorted(after, key=sympy.default_sort_key) != after:
+        return None
+    if any(e.args and not isinstance(e, _RENAMED) for e in sympy.preorder_traversal(expr)):
+        return None
+    return names
+
+
+def rename(expr: IntLike, names: dict[sympy.Symbol, sympy.Symbol]) -> IntLike:
+    """`expr` with symbols renamed by `renaming`'s answer: as `xreplace` gives it, without
+    evaluating a sum, product, Mod or floor again, which their order kept cannot change (sympy's
+    Mod evaluation is most of what substituting cost on reshaped indexes)."""
+    if isinstance(expr, int) or not expr.args:
+        return names.get(expr, expr)
+    return expr.func(*(rename(a, names) for a in expr.args), evaluate=False)
 
 
 def linear_coefficients(
@@ -143,7 +180,22 @@ def flat_offset(value: Value, index: Access) -> IntLike:
 def simplify_index(expr: IntLike) -> IntLike:
     """Expand to a sum of terms (`128*p0 + p1`) and fold `c*floor(x/c) + Mod(x, c)` back into
     `x`, the pair that a reshape of a contiguous buffer leaves behind."""
-    return expr if isinstance(expr, int) else _simplify_index(expr)
+    return expr if isinstance(expr, int) or expr in _SIMPLE else _simplify_index(expr)
+
+
+#: expressions `simplify_index` leaves as they are: what it returned (simplifying again changes
+#: nothing), and their renamings. Expanding a reshape's Mod and floor terms again is most of
+#: what simplifying costs, and most indexes come back simplified already
+_SIMPLE: dict[sympy.Expr, None] = {}
+
+
+def _simple(expr: IntLike) -> IntLike:
+    """`expr`, remembered as simplified."""
+    if not isinstance(expr, int):
+        if len(_SIMPLE) >= EXPR_CACHE_SIZE:
+            _SIMPLE.clear()
+        _SIMPLE[expr] = None
+    return expr
 
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
@@ -163,7 +215,7 @@ def _simplify_index(expr: sympy.Expr) -> IntLike:
                 expr = sympy.expand(expr - term - partner + coeff * x)
                 changed = True
                 break
-    return as_int_like(expr)
+    return _simple(as_int_like(expr))
 
 
 def body_ops(op: Operation, cls: type[T]) -> Iterator[T]:

@@ -40,6 +40,7 @@ MIND_PHASES = (
     ("mind.dump", "GraphDump.stage", "dump"),
     ("mind.target.triton", "emit", "emit"),
     ("mind.runtime", "load", "load"),
+    ("mind.runtime.loader", "bind_kernels", "load"),
     ("mind.compiled", "FirstCallCheck.__call__", "run"),
 )
 #: phases that are not compiling: the compiled code running (on CPU, in Triton's interpreter)

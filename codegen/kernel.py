@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import sympy
-from mind.analysis.loops import EXPR_CACHE_SIZE
+from mind.analysis.loops import EXPR_CACHE_SIZE, rename, renaming
 from mind.dialects.loops import CheckIndex, Load
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.scheduled import Node
@@ -435,5 +435,7 @@ def passed_by_value(t: TensorType, device) -> dt.DType | None:
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _substituted(expr: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
     """`expr` with each p var renamed (or zeroed) at once: `xreplace`, not `subs`, which matches
-    patterns and substitutes one symbol after another."""
-    return expr.xreplace(dict(subs))
+    patterns and substitutes one symbol after another; a plain renaming without evaluating
+    anything again (`rename`)."""
+    names = renaming(expr, dict(subs))
+    return rename(expr, names) if names is not None else expr.xreplace(dict(subs))

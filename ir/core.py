@@ -10,6 +10,10 @@ Each dialect declares what its ops hold (ir/opdef.py) and reads it through named
 
 `args` is a tuple and `attrs` a read-only mapping: every change goes through the op (a field
 accessor, `set_arg`, `set_attr`, `replace_values`), which keeps each value's `users` exact.
+
+Every change also counts as an edit (`edits()`): what changes an op, a block's list, a region's
+block or a value's name or type. A pass manager that sees no edit over a pass knows the pass
+changed nothing, and does not verify the IR again.
 """
 
 from __future__ import annotations
@@ -20,18 +24,41 @@ from typing import Any, ClassVar
 from .diagnostics import Location
 from .types import Type
 
+#: how many edits IR has had in this process (see `edits`)
+_edits = 0
+
+
+def edits() -> int:
+    """A count of the edits made to any IR in this process: unchanged between two reads, no IR
+    changed (an op made counts too: it joins its operands' users)."""
+    return _edits
+
+
+def _edited() -> None:
+    global _edits
+    _edits += 1
+
 
 class Value:
     """An SSA value: an operation's result or a block argument, named as torch named it.
     `users` are the ops that hold it in their args or attrs (an ordered set)."""
 
     __slots__ = ("name", "type", "owner", "users")
+    #: the fields whose change is an edit of the IR
+    _EDITS = frozenset(("name", "type"))
 
     def __init__(self, name: str, type: Type, owner: Operation | Block | None = None):
-        self.name = name
-        self.type = type
-        self.owner = owner
-        self.users: dict[Operation, None] = {}
+        # (through the slots themselves: a new value edits nothing, and `__setattr__` would
+        # make a value four times as slow to make)
+        _SET_NAME(self, name)
+        _SET_TYPE(self, type)
+        _SET_OWNER(self, owner)
+        _SET_USERS(self, {})
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        object.__setattr__(self, key, value)
+        if key in Value._EDITS:
+            _edited()
 
     def replace_all_uses_with(self, new: Any) -> None:
         """Every user holds `new` (a value or an attribute value) where it held this value."""
@@ -40,6 +67,11 @@ class Value:
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"
+
+
+_SET_NAME, _SET_TYPE, _SET_OWNER, _SET_USERS = (
+    getattr(Value, slot).__set__ for slot in Value.__slots__
+)
 
 
 def fresh_name(base: str, taken: Callable[[str], bool]) -> str:
@@ -161,12 +193,22 @@ class Operation:
         self.regions: list[Region] = []
         for region in regions or []:
             self.add_region(region)
-        self.symbol = symbol
+        self._symbol = symbol
         self.loc = loc
         self.parent: Block | None = None
 
+    @property
+    def symbol(self) -> str | None:
+        return self._symbol
+
+    @symbol.setter
+    def symbol(self, symbol: str | None) -> None:
+        self._symbol = symbol
+        _edited()
+
     # -- operands and use lists --------------------------------------------------------------
     def _link(self) -> None:
+        _edited()
         found: list[Value] = []
         _collect(self._args, found)
         if self._attrs:
@@ -206,12 +248,14 @@ class Operation:
         old, args[index] = args[index], value
         if _plain(old) and _plain(value):  # no value comes or goes: the users stay
             self._args = tuple(args)
+            _edited()
         else:
             self.args = args
 
     def set_attr(self, key: str, value: Any) -> None:
         if _plain(value) and _plain(self._attrs.get(key)):
             dict.__setitem__(self._attrs, key, value)
+            _edited()
             return
         self._unlink()
         dict.__setitem__(self._attrs, key, value)
@@ -236,6 +280,7 @@ class Operation:
             self._unlink()
             self._link()
             return
+        _edited()
         self._operands = tuple(new if v is old else v for v in self._operands)
         old.users.pop(self, None)
         new.users[self] = None
@@ -267,6 +312,7 @@ class Operation:
         return self.regions[0].block
 
     def add_region(self, region: Region) -> Region:
+        _edited()
         region.parent = self
         self.regions.append(region)
         return region
@@ -366,33 +412,39 @@ class Block:
             self.append(op)
 
     def add_arg(self, value: Value) -> Value:
+        _edited()
         value.owner = self
         self.args.append(value)
         return value
 
     def append(self, op: Operation) -> Operation:
+        _edited()
         op.parent = self
         self.ops.append(op)
         return op
 
     def insert_before(self, anchor: Operation, op: Operation) -> Operation:
+        _edited()
         op.parent = self
         self.ops.insert(self.ops.index(anchor), op)
         return op
 
     def insert_after(self, anchor: Operation, op: Operation) -> Operation:
+        _edited()
         op.parent = self
         self.ops.insert(self.ops.index(anchor) + 1, op)
         return op
 
     def remove(self, op: Operation) -> None:
         """Take `op` out of the block without touching its operands (see Operation.erase)."""
+        _edited()
         self.ops.remove(op)
         op.parent = None
 
     def erase_ops(self, ops: Iterable[Operation]) -> None:
         """Erase many of this block's ops (Operation.erase) in one pass over the block, not a
         search of it per op."""
+        _edited()
         gone = set(ops)
         self.ops[:] = [op for op in self.ops if op not in gone]
         for op in gone:
@@ -401,6 +453,7 @@ class Block:
 
     def reorder(self, ops: list[Operation], start: int = 0) -> None:
         """The same ops in another order (those from `start` on, as many as `ops` holds)."""
+        _edited()
         stop = start + len(ops)
         assert stop <= len(self.ops) and set(ops) == set(self.ops[start:stop])
         self.ops[start:stop] = ops
@@ -428,6 +481,7 @@ class Region:
 
     @block.setter
     def block(self, block: Block) -> None:
+        _edited()
         block.parent = self
         self._block = block
 

@@ -70,7 +70,8 @@ def mind_backend(
         compile_graph = timed(functools.partial(compile_aten_graph, options=opts))
         # a dump runs every pass
         tag = None if dump.directory else cache_tag(gm, opts, cuda, example_inputs)
-        with compiling(name), gc_frozen():
+        # the forward's kernels compile while the backward's passes run (runtime.overlapped)
+        with compiling(name), gc_frozen(), runtime.overlapped():
             compiled, _ = aten_graphs(gm, example_inputs, name, compile_graph, cache_tag=tag)
     except DYNAMO_CONTROL_FLOW:
         raise

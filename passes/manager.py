@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TextIO
 
-from mind.ir.core import Module, Operation
+from mind.ir.core import Module, Operation, edits
 from mind.ir.diagnostics import Location, MindError
 from mind.ir.logs import channel
 from mind.ir.verifier import verify
@@ -274,6 +274,7 @@ class PassManager:
 
     def _run(self, module: Module) -> Module:
         given = module
+        verified: tuple[Module, int] | None = None  # the module last verified, and when
         for p in self.passes:
             if self.print_before_all:
                 self.out.write(f"// *** IR Dump Before {p} ***\n{module}\n")
@@ -285,8 +286,9 @@ class PassManager:
             self.timings.append((str(p), time.perf_counter() - start))
             if log.isEnabledFor(logging.INFO):
                 log.info("%s: %.2f ms, %s", p, 1e3 * self.timings[-1][1], _sizes(module))
-            if self.verify_each:
+            if self.verify_each and verified != (module, edits()):  # (not if nothing changed)
                 verify(module)
+                verified = (module, edits())
             self.current = None
             if self.print_after_all:
                 self.out.write(f"// *** IR Dump After {p} ***\n{module}\n")

@@ -12,7 +12,7 @@ from .cache import (
     source_key,
 )
 from .errors import KernelError
-from .loader import default_interpret, load
+from .loader import default_interpret, load, overlapped
 
 __all__ = [
     "KernelError",
@@ -23,6 +23,7 @@ __all__ = [
     "default_interpret",
     "graph_key",
     "load",
+    "overlapped",
     "remember_graph",
     "source_key",
 ]

@@ -2,8 +2,11 @@
 
 Compiling a kernel (Triton's front end, MLIR, ptxas) takes a fraction of a second to seconds, and
 a model's graph has dozens. The loader runs a generated module with its bindings deferred
-(`launch.deferred`) and compiles its kernels before binding them: it takes kernels from the
-module's list and compiles them itself while every ready worker takes others. A worker runs the
+(`launch.deferred`) and submits its kernels (a `Batch`): every ready worker takes the oldest
+kernel left, from then on, while the loader goes on; when the loader waits for the batch, it
+compiles what no worker took yet itself and binds each kernel as soon as it is compiled. Inside
+`loader.overlapped` the loader waits only at the end of the block: a training graph's forward
+kernels compile while AOTAutograd hands mind the backward and its passes run. A worker runs the
 module's source the same way (under the same module name, which Triton's cache key includes;
 once per module, not per kernel), compiles its kernel with the same arguments for the target the
 loader names, and leaves it in Triton's on-disk cache, where the loader's bind then finds it. A
@@ -33,7 +36,8 @@ import struct
 import subprocess
 import sys
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from mind.ir.logs import channel
@@ -41,11 +45,9 @@ from mind.ir.logs import channel
 from .autotune import Tuned
 from .cache import module_code
 from .launch import Binding, deferred, target_of
-from .progress import Silent, progress
+from .progress import Silent
 
 log = channel("launch")
-#: how long a helper waits for its worker to become ready before looking at the work left
-_READY_POLL_S = 0.05
 
 
 def workers() -> int:
@@ -64,16 +66,18 @@ class Worker:
         self.jobs, self.results = jobs, results
         self.ready = threading.Event()
         self.dead = False
-        threading.Thread(target=self._wait_ready, daemon=True).start()
 
-    def _wait_ready(self) -> None:
+    def start(self) -> bool:
+        """Wait until the worker says it is ready; False if it died starting (never used)."""
         try:
             _receive(self.results)
-            self.ready.set()
-            log.debug("compile worker: ready")
         except (OSError, EOFError, struct.error, pickle.UnpicklingError):
-            self.dead = True  # a worker that died starting is never used
+            self.dead = True
             log.info("compile worker: died starting")
+            return False
+        self.ready.set()
+        log.debug("compile worker: ready")
+        return True
 
     def compile(self, job: tuple) -> bool:
         """Send `job` (module, source, filename, binding index, target) and wait for whether the
@@ -95,9 +99,77 @@ class Worker:
             pass
 
 
+class Batch:
+    """A module's kernels, compiling: the pool's ready workers take them in order, from the
+    moment they are submitted, while the loader goes on (lowering a training graph's backward
+    while its forward's kernels compile); `wait` compiles the rest here."""
+
+    def __init__(self, pool: Pool, module: str, source: str, filename: str, bindings: list):
+        self.pool, self.bindings = pool, bindings
+        self.module, self.source, self.filename = module, source, filename
+        self.todo = deque(range(len(bindings)))
+        #: indices compiled (or failed), in the order they finished
+        self.finished: list[int] = []
+        #: how many the workers are compiling now
+        self.running = 0
+        self.here = 0
+
+    def job(self, index: int) -> tuple:
+        """What a worker is sent for the `index`-th kernel."""
+        target = self.pool.target(self.bindings[index].device)
+        return (self.module, self.source, self.filename, index, target)
+
+    def done(self, index: int) -> None:
+        self.finished.append(index)
+        self.pool.changed.notify_all()
+
+    def wait(
+        self, tuned: list[Tuned] = (), bar=None, compiled: Callable[[Any], None] = lambda b: None
+    ) -> None:
+        """Return once every kernel is compiled, compiling those no worker took yet here; hand
+        each binding to `compiled` as soon as it is compiled (the loader binds it while the
+        workers compile others), and tune each of `tuned` once its candidates are compiled. A
+        kernel that failed is compiled again, here, when it binds, and reports its error then."""
+        bar = bar or Silent()
+        pending, handed = list(tuned), 0
+        position = {id(b): i for i, b in enumerate(self.bindings)}
+        changed = self.pool.changed
+        while True:
+            index = None
+            with changed:
+                fresh, handed = self.finished[handed:], len(self.finished)
+                done = set(self.finished)
+                ready = [t for t in pending if all(position[id(b)] in done for b in t.bindings)]
+                if not fresh and not ready:
+                    if self.todo:
+                        index = self.todo.popleft()
+                    elif self.running:
+                        changed.wait()
+                        continue
+                    else:
+                        break
+            for i in fresh:
+                compiled(self.bindings[i])
+                bar.update()
+            for launch in ready:
+                pending.remove(launch)
+                launch.choose()
+                bar.update()
+            if index is not None:
+                _compile(self.bindings[index])
+                self.here += 1
+                with changed:
+                    self.done(index)
+        log.info(
+            "%s: %d kernels, %d compiled here, the others by %d workers",
+            self.module, len(self.bindings), self.here, len(self.pool.workers),
+        )  # fmt: skip
+
+
 class Pool:
-    """Worker processes that take kernels from the loader's list while it compiles the rest
-    itself: a pool still starting costs nothing, a worker ready meanwhile joins in."""
+    """Worker processes that take kernels from the batches submitted, oldest first, while the
+    loader goes on and, once it waits for a batch, compiles the rest of it itself: a pool still
+    starting costs nothing, a worker ready meanwhile joins in."""
 
     def __init__(self, size: int):
         pipes = [(os.pipe(), os.pipe()) for _ in range(size)]  # (jobs, results) per worker
@@ -113,84 +185,60 @@ class Pool:
         self.workers = [
             Worker(os.fdopen(jobs[1], "wb"), os.fdopen(results[0], "rb")) for jobs, results in pipes
         ]
+        self.changed = threading.Condition()
+        self.queue: deque[Batch] = deque()
+        self.closed = False
+        self._targets: dict[Any, Any] = {}
+        for worker in self.workers:
+            threading.Thread(target=self._serve, args=(worker,), daemon=True).start()
 
-    def compile(
-        self,
-        module: str,
-        source: str,
-        filename: str,
-        bindings: list[Binding],
-        tuned: list[Tuned] = (),
-        bar=None,
-    ) -> None:
-        """Compile every binding's kernel, here and in the workers ready now or later, and tune
-        each of `tuned` here once its candidates are compiled; returns when all is done (a
-        kernel that failed is compiled again, here, when it binds, and reports its error
-        then)."""
-        todo = list(reversed(range(len(bindings))))
-        finished: set[int] = set()
-        position = {id(b): i for i, b in enumerate(bindings)}
-        workers = [w for w in self.workers if not w.dead]
-        targets = {d: target_of(d) for d in {b.device for b in bindings}} if workers else {}
-        pending = list(tuned)
-        changed = threading.Condition()
-        helped = set()
+    def submit(self, module: str, source: str, filename: str, bindings: list[Binding]) -> Batch:
+        """Hand the bindings' kernels to the workers; `wait` on the batch before binding them."""
+        batch = Batch(self, module, source, filename, bindings)
+        if self.workers and bindings:
+            for device in {b.device for b in bindings}:  # (asked here: CUDA in this thread)
+                self.target(device)
+            with self.changed:
+                self.queue.append(batch)
+                self.changed.notify_all()
+        return batch
 
-        def take() -> int | None:
-            with changed:
-                return todo.pop() if todo else None
+    def target(self, device: Any) -> Any:
+        if device not in self._targets:
+            self._targets[device] = target_of(device)
+        return self._targets[device]
 
-        def finish(index: int) -> None:
-            with changed:
-                finished.add(index)
-                changed.notify_all()
-            (bar or Silent()).update()
+    def _serve(self, worker: Worker) -> None:
+        """A worker's helper thread: once the worker is ready, send it the oldest kernel left."""
+        if not worker.start():
+            return
+        while not worker.dead:
+            with self.changed:
+                while (taken := self._take()) is None:
+                    if self.closed:
+                        return
+                    self.changed.wait()
+            batch, index = taken
+            worker.compile(batch.job(index))
+            with self.changed:
+                batch.running -= 1
+                batch.done(index)
 
-        def help(worker: Worker) -> None:
-            while todo and not worker.dead:
-                if not worker.ready.wait(_READY_POLL_S):
-                    continue
-                if (index := take()) is None:
-                    return
-                helped.add(id(worker))
-                job = (module, source, filename, index, targets[bindings[index].device])
-                worker.compile(job)
-                finish(index)
-
-        def ready() -> Tuned | None:
-            with changed:
-                done = [t for t in pending if all(position[id(b)] in finished for b in t.bindings)]
-            return done[0] if done else None
-
-        helpers = [threading.Thread(target=help, args=(w,)) for w in workers]
-        for thread in helpers:
-            thread.start()
-        here = 0
-        while True:
-            if (launch := ready()) is not None:
-                pending.remove(launch)
-                launch.choose()
-                (bar or Silent()).update()
-            elif (index := take()) is not None:
-                _compile(bindings[index])
-                finish(index)
-                here += 1
-            elif pending and any(t.is_alive() for t in helpers):
-                with changed:
-                    changed.wait(timeout=0.1)
-            else:
-                break
-        for thread in helpers:
-            thread.join()
-        for launch in pending:
-            launch.choose()
-        log.info(
-            "%s: %d kernels, %d compiled here, the others by %d workers of %d",
-            module, len(bindings), here, len(helped), len(self.workers),
-        )  # fmt: skip
+    def _take(self) -> tuple[Batch, int] | None:
+        """The oldest kernel no one took yet (holding `changed`)."""
+        while self.queue and not self.queue[0].todo:
+            self.queue.popleft()
+        if not self.queue:
+            return None
+        batch = self.queue[0]
+        batch.running += 1
+        return batch, batch.todo.popleft()
 
     def shutdown(self) -> None:
         """Stop the workers (each exits at the end of its job stream) and their server."""
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
         for worker in self.workers:
             worker.stop()
         if self.server is not None:
@@ -198,6 +246,8 @@ class Pool:
 
 
 _POOL: Pool | None = None
+#: where a module's kernels compile without workers: in the loading process, when it waits
+_ALONE = Pool(0)
 
 
 def pool() -> Pool | None:
@@ -223,19 +273,11 @@ def _warm_up_here() -> None:
     threading.Thread(target=triton_key, daemon=True).start()
 
 
-def compile_all(
-    module: str, source: str, filename: str, bindings: list[Binding], tuned: list[Tuned] = ()
-) -> None:
-    """Compile a generated module's kernels before they bind, in parallel when a pool runs, and
-    tune its tuned launches meanwhile (a progress bar shows both when there are any)."""
+def submit(module: str, source: str, filename: str, bindings: list[Binding]) -> Batch:
+    """A generated module's kernels handed to the worker pool, when one runs and there is more
+    than one kernel, else a batch that `wait` compiles in this process alone."""
     executor = pool() if len(bindings) > 1 else None
-    total = (len(bindings) if executor is not None else 0) + len(tuned)
-    with progress(total if tuned else 0, "mind: tuning kernels") as bar:
-        if executor is not None:
-            executor.compile(module, source, filename, bindings, tuned, bar)
-        for launch in tuned if executor is None else ():
-            launch.choose()
-            bar.update()
+    return (executor or _ALONE).submit(module, source, filename, bindings)
 
 
 def _compile(binding: Binding) -> None:

@@ -117,6 +117,8 @@ def wrap_call(module: types.ModuleType, source: GeneratedSource) -> None:
     def checked_call(args):
         try:
             return call(args)
+        except KernelError:  # (a kernel that failed to compile: named already)
+            raise
         except Exception as exc:
             error = source.error(exc)
             if error is None:

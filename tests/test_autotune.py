@@ -174,7 +174,7 @@ def test_tuning_waits_for_its_candidates_compiled():
             events.append(("tuned", self.name))
 
     a, b, c = FakeBinding("a"), FakeBinding("b"), FakeBinding("c")
-    Pool(0).compile("m", "", "f", [a, b, c], [FakeTuned("ab", [a, b]), FakeTuned("c", [c])])
+    Pool(0).submit("m", "", "f", [a, b, c]).wait([FakeTuned("ab", [a, b]), FakeTuned("c", [c])])
     assert events == [
         ("compiled", "a"),
         ("compiled", "b"),

@@ -3,6 +3,7 @@ front end and ptxas run on any machine), into Triton's on-disk cache, under the 
 process looks up; a worker that becomes ready while a module compiles joins in."""
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,7 @@ def test_a_worker_ready_late_joins_the_compile(tmp_path, pool, monkeypatch):
     monkeypatch.setattr(Binding, "compile", here)
     monkeypatch.setattr(compile_pool, "target_of", lambda device: H100)
     assert not any(worker.ready.is_set() for worker in pool.workers)
-    pool.compile("module", source, path, bindings)
+    pool.submit("module", source, path, bindings).wait()
     assert by_workers and len(cubins(tmp_path / "triton")) == len(bindings)
 
 
@@ -132,3 +133,21 @@ def test_precompiling_touches_no_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", None)
     binding.precompile(H100)
     assert len(cubins(tmp_path / "triton")) == 1
+
+
+def test_submitted_kernels_compile_while_the_loader_goes_on(tmp_path, pool, monkeypatch):
+    """Once submitted, a module's kernels compile in the workers without the loader waiting
+    (it lowers the next graph meanwhile); when it waits, nothing is left to compile here, and
+    each binding is handed over to be bound as it was compiled."""
+    source, path, bindings = module(tmp_path, 3)
+    monkeypatch.setattr(compile_pool, "target_of", lambda device: H100)
+    batch = pool.submit("module", source, path, bindings)
+    deadline = time.monotonic() + 120
+    while len(batch.finished) < len(bindings) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(batch.finished) == [0, 1, 2]
+    assert len(cubins(tmp_path / "triton")) == 3
+    monkeypatch.setattr(Binding, "compile", lambda b: pytest.fail("compiled again"))
+    handed = []
+    batch.wait(compiled=handed.append)
+    assert batch.here == 0 and sorted(b.name for b in handed) == ["scale0", "scale1", "scale2"]

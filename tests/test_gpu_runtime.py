@@ -102,6 +102,39 @@ def test_kernels_compile_in_worker_processes(tmp_path, monkeypatch):
         compile_pool._POOL.shutdown()
 
 
+def test_a_training_graph_compiles_its_forward_kernels_while_its_backward_lowers(monkeypatch):
+    """AOTAutograd hands mind the forward, then at once the backward (its cache is on): the
+    forward's kernels are submitted to the compile pool before the backward's passes run and
+    waited for after them; the step gives eager's numbers."""
+    from mind.runtime.compile_pool import Batch
+
+    from mind import backend
+
+    events = []
+    generate, wait = backend.generate, Batch.wait
+
+    def passes(graph, *args):
+        events.append(("passes", graph.symbol.rsplit("_", 1)[-1]))
+        return generate(graph, *args)
+
+    def waited(batch, *args, **kwargs):
+        events.append(("waited", "forward" if "_forward_" in batch.module else "backward"))
+        return wait(batch, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "generate", passes)
+    monkeypatch.setattr(Batch, "wait", waited)
+    step, model, reference, x, y = mlp_training_step("cuda")
+    with no_fallback():
+        loss = torch.compile(step, backend="mind")(model, x, y)
+    assert_same_step(loss, step, model, reference, x, y, rtol=1e-4, atol=1e-4)
+    assert events == [
+        ("passes", "forward"),
+        ("passes", "backward"),
+        ("waited", "forward"),
+        ("waited", "backward"),
+    ]
+
+
 def test_misaligned_input_takes_the_jit_path_and_stays_right():
     """A kernel bound for aligned inputs, given a view 4 bytes into its storage."""
     base = torch.randn(1 + 64 * 256, device="cuda")

@@ -7,7 +7,8 @@ import weakref
 import pytest
 from mind.dialects.loops import Load, Yield
 from mind.ir import dtypes as dt
-from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.core import Block, Operation, Region, Value, edits
+from mind.ir.diagnostics import MindError
 from mind.ir.symbols import sym
 from mind.ir.types import ScalarType, TensorType
 
@@ -203,3 +204,65 @@ def test_bodies_that_print_alike_but_for_value_names_have_one_key():
     assert keys[0] == keys[1]
     assert len(set(keys)) == 4
     assert body_key(w.body) == body_key(w.clone({}).body)
+
+
+def _retype(op):
+    op.result.type = ScalarType(dt.f64)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda graph, node, load, neg: setattr(load, "index", sym("p0") + 1),
+        lambda graph, node, load, neg: setattr(load, "other", 1.0),
+        lambda graph, node, load, neg: load.del_attr("mask"),
+        lambda graph, node, load, neg: load.result.replace_all_uses_with(neg.result),
+        lambda graph, node, load, neg: neg.erase(),
+        lambda graph, node, load, neg: node.body.insert_before(neg, neg.clone()),
+        lambda graph, node, load, neg: node.body.reorder(node.body.ops[:2][::-1]),
+        lambda graph, node, load, neg: _retype(neg),
+        lambda graph, node, load, neg: setattr(neg.result, "name", "renamed"),
+        lambda graph, node, load, neg: setattr(graph, "symbol", "g"),
+        lambda graph, node, load, neg: setattr(node.regions[0], "block", Block()),
+        lambda graph, node, load, neg: graph.body.add_arg(Value("b", graph.body.args[0].type)),
+    ],
+)
+def test_every_change_is_an_edit(change):
+    """What changes the IR counts as an edit (the pass manager skips verifying after a pass
+    that made none); reading, printing and verifying do not."""
+    module = mind.parse(GRAPH)
+    graph = module.ops[0]
+    node = graph.body.ops[0]
+    _, load, neg, _ = node.body.ops
+    start = edits()
+    str(module), list(module.walk()), mind.ir.verify(module)
+    assert edits() == start
+    change(graph, node, load, neg)
+    assert edits() > start
+
+
+def test_the_pass_manager_verifies_after_a_pass_only_if_it_edited(monkeypatch):
+    """A pass that changed nothing leaves the IR as verified after the pass before: not verified
+    again; a pass that only retypes a value is."""
+    from mind.passes import manager
+
+    class Idle(manager.GraphPass):
+        name, input, output = "idle", "loops", "loops"
+
+        def run_graph(self, graph):
+            return None
+
+    class Retype(Idle):
+        name = "retype"
+
+        def run_graph(self, graph):
+            _retype(graph.body.ops[0].body.ops[2])  # neg: f32 -> f64, not its operand's type
+
+    verified = []
+    monkeypatch.setattr(manager, "verify", lambda module: verified.append(module))
+    module = mind.parse(GRAPH)
+    manager.PassManager([Idle(), Idle(), Idle()]).run(module)
+    assert verified == [module]
+    monkeypatch.undo()
+    with pytest.raises(MindError, match="f64"):
+        manager.PassManager([Idle(), Retype()]).run(module)

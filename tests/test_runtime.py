@@ -266,3 +266,87 @@ def test_a_gather_records_unless_its_size_depends_on_data():
         ).replace("%index, %masked", "%index")
     )
     assert _unrecordable(gather) is None
+
+
+#: a module of two kernels bound for cuda:0 (nothing here can compile them: tests fake it)
+BOUND_SOURCE = """\
+import torch
+import triton
+import triton.language as tl
+
+from mind.runtime.launch import bind
+
+cuda0 = torch.device("cuda", 0)
+
+
+@triton.jit
+def scale0(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, i < n) * 2, i < n)
+
+
+@triton.jit
+def scale1(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, i < n) * 3, i < n)
+
+
+scale0_launch = bind(scale0, cuda0, (torch.float32, 3), num_warps=4, num_stages=1, BLOCK=128)
+scale1_launch = bind(scale1, cuda0, (torch.float32, 3), num_warps=4, num_stages=1, BLOCK=128)
+
+
+def call(args):
+    (x,) = args
+    scale0_launch(1, 1, 1, 0, x, 3)
+    scale1_launch(1, 1, 1, 0, x, 3)
+    return (x,)
+"""
+
+
+@pytest.fixture
+def fake_compiles(monkeypatch):
+    """Kernels 'compile' and bind without a GPU: each compile is recorded, each launcher
+    records its launches; a kernel named in `failing` fails to bind."""
+    from mind.runtime.launch import Binding
+
+    events, failing = [], set()
+
+    def launcher(binding):
+        if binding.name in failing:
+            raise RuntimeError(f"ptxas rejected {binding.name}")
+        return lambda *args: events.append(("launched", binding.name))
+
+    monkeypatch.setattr(Binding, "compile", lambda b: events.append(("compiled", b.name)))
+    monkeypatch.setattr(Binding, "launcher", launcher)
+    monkeypatch.setattr("mind.runtime.cache.device_key", lambda interpret: str(interpret))
+    return events, failing
+
+
+def test_a_module_loaded_in_an_overlapped_block_binds_at_its_end(fake_compiles):
+    """Inside `overlapped`, a load returns with its kernels compiling (the pool's workers take
+    them meanwhile); the block's end compiles what is left, here, and binds."""
+    from mind.runtime.launch import Binding
+
+    events, _ = fake_compiles
+    with loader.overlapped():
+        module = load(BOUND_SOURCE, "g", interpret=False)
+        assert isinstance(module.scale0_launch, Binding) and events == []
+    assert events == [("compiled", "scale0"), ("compiled", "scale1")]
+    module.call([torch.zeros(3)])
+    assert events[2:] == [("launched", "scale0"), ("launched", "scale1")]
+
+
+def test_a_kernel_failing_after_an_overlapped_load_fails_the_first_call(fake_compiles):
+    """The module was handed out before its kernels compiled: the one that fails raises its
+    KernelError, naming it, when the module's call launches it (as outside a block, the load
+    itself raises it); the others are bound."""
+    events, failing = fake_compiles
+    failing.add("scale1")
+    with pytest.raises(KernelError, match="kernel 'scale1'.*\n.*ptxas rejected scale1"):
+        load(BOUND_SOURCE, "g", interpret=False)
+    with loader.overlapped():
+        module = load(BOUND_SOURCE.replace("* 2", "* 4"), "g", interpret=False)
+    with pytest.raises(KernelError, match="kernel 'scale1'.*\n.*ptxas rejected scale1") as info:
+        module.call([torch.zeros(3)])
+    assert "kernel source:\n@triton.jit\ndef scale1(" in str(info.value)
+    assert events[-1] == ("launched", "scale0")

@@ -165,11 +165,14 @@ def test_merge_dims_needs_every_index():
 @pytest.mark.parametrize(
     "index",
     ["12*p0 + 4*p1 + p2", "12*p0 + 3*p1", "s0*p0 + p1", "4*s0*p0 + s0*p1 + 7", "s0*p0 + p1 + s1",
-     "4*p0 + p1 + p0*p2", "p0 + p1", "Mod(4*p0 + p1, 8)", "floor(p1/2) + 2*p0", "5"],
+     "4*p0 + p1 + p0*p2", "p0 + p1", "Mod(4*p0 + p1, 8)", "floor(p1/2) + 2*p0", "5",
+     "Mod(p1, 2) + 2*p0 + 8*floor(p1/2)", "16*p0 + Mod(p1, 2) + 2*Mod(floor(p1/2), 2)",
+     "Mod(p1 + 3, 4) + 4*floor(p1/4) + 4*p0", "Mod(p1, s0) + s0*p0", "p2*floor(p1/4) + p0"],
 )  # fmt: skip
 def test_linear_indexes_merge_as_the_symbolic_test_says(index):
     """Merging (p0, p1), p1 of size 4 (of size s0 with `s0` in the index): linear indexes are
-    decided by their coefficients, the others by substitution; the same answers."""
+    decided by their coefficients, the others by a counterexample or by substitution; the same
+    answers."""
     from mind.analysis.deps import _M1, _M2, _mergeable, equal
 
     p0, p1, s0 = sym("p0"), sym("p1"), sym("s0")
@@ -178,6 +181,47 @@ def test_linear_indexes_merge_as_the_symbolic_test_says(index):
     split = expr.xreplace({p0: _M1, p1: _M2})
     merged = expr.xreplace({p0: sympy.Integer(0), p1: _M1 * size + _M2})
     assert _mergeable(expr, p0, p1, size) == equal(split, merged)
+
+
+#: indexes of reshapes (a ViT's patches and heads), whose Mod and floor sympy evaluates slowly
+RESHAPED = [
+    "75264*p0 + p2 + 384*Mod(p1 + 13, 14) + 5376*floor(p1/14 - 1/14)",
+    "384*p0 + Mod(p1, 64) + 64*Mod(floor(p1/64), 6) + 2420736*floor(p1/384)",
+    "s0*p1 + Mod(p0, s0) + p2**2",
+]
+
+
+@pytest.mark.parametrize("index", RESHAPED)
+def test_renaming_index_variables_gives_what_substituting_gives(index):
+    """p vars renamed d vars or q vars (both sorted before a size symbol `s0`, as p vars are):
+    the expression substituting and simplifying gives, to its structure, built without
+    evaluating its Mod and floor again."""
+    from mind.analysis.loops import rename, renaming, simplify_index
+
+    p = [sym(f"p{i}") for i in range(3)]
+    expr = sympy.sympify(index, locals={n: sym(n) for n in ("p0", "p1", "p2", "s0")})
+    for prefix in "dq":
+        mapping = dict(zip(p, (sym(f"{prefix}{i}") for i in range(3))))
+        names = renaming(expr, mapping)
+        assert names is not None
+        got = rename(simplify_index(expr), names)
+        assert sympy.srepr(got) == sympy.srepr(simplify_index(expr.xreplace(mapping)))
+
+
+def test_what_is_not_a_renaming():
+    """Where evaluating again could change the form, `renaming` says no: a symbol to an
+    expression, two to one, an order changed (among the renamed, or against a symbol left),
+    other assumptions."""
+    from mind.analysis.loops import renaming
+
+    p0, p1, d0, d1, s0, x0 = (sym(n) for n in ("p0", "p1", "d0", "d1", "s0", "x0"))
+    expr = sympy.Mod(p0 + 2 * p1, 5) + s0 * p0
+    assert renaming(expr, {p0: d0, p1: d1}) == {p0: d0, p1: d1}
+    assert renaming(expr, {p0: p1 + 1}) is None
+    assert renaming(expr, {p0: d0, p1: d0}) is None
+    assert renaming(expr, {p0: d1, p1: d0}) is None
+    assert renaming(expr, {p0: x0, p1: sym("x1")}) is None  # s0 sorted after p0, before x0
+    assert renaming(expr, {p0: d0, p1: sympy.Symbol("d1")}) is None
 
 
 def test_greedy_picks_the_most_bytes_first():
