@@ -13,8 +13,11 @@ outside the aten namespace (SymInt arithmetic, prims) are `aten.call @target(...
 
 from __future__ import annotations
 
+import logging
 import operator
-from collections.abc import Hashable
+import threading
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -48,6 +51,7 @@ from mind.ir.opdef import (
 )
 from mind.ir.registry import Dialect, VerifyError, lookup_op, register_dialect
 from mind.ir.types import TensorType, contiguous_strides
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .collectives import (
     KINDS,
@@ -141,25 +145,28 @@ def _verify_overload(op: Operation) -> None:
     _check_result_types(op)
 
 
-def _meta_tensor(value: Value) -> torch.Tensor | None:
+def _fake_tensor(value: Value) -> torch.Tensor | None:
+    """A tensor of `value`'s type on its declared device, made inside a FakeTensorMode: torch's
+    meta functions may depend on the device (a CPU embedding_bag leaves offset2bag empty)."""
     t = value.type
     if not isinstance(t, TensorType) or not all(
         isinstance(s, int) for s in (*t.shape, *(t.strides or ()))
     ):
         return None
+    device = str(t.device) if t.device is not None else "meta"
     return torch.empty_strided(
-        t.shape, t.strides or contiguous_strides(t.shape), dtype=to_torch(t.dtype), device="meta"
+        t.shape, t.strides or contiguous_strides(t.shape), dtype=to_torch(t.dtype), device=device
     )
 
 
-#: signatures (`_signature`) whose result types a meta run confirmed: a model's repeated layers
+#: signatures (`_signature`) whose result types a fake run confirmed: a model's repeated layers
 #: repeat their ops, and each run costs a dispatch through torch (a millisecond)
 _CONFIRMED: set = set()
 _CONFIRMED_MAX = 1 << 14
 
 
 def _signature(op: Operation) -> Hashable | None:
-    """What a meta run of `op` depends on: its name, its arguments and attributes with each value
+    """What a fake run of `op` depends on: its name, its arguments and attributes with each value
     replaced by its type, its result types; None where some part cannot be hashed."""
     typed = map_values((op.args, dict(op.attrs)), lambda v: v.type)
     key = (op.name, attr_key(typed), tuple(r.type for r in op.results))
@@ -171,29 +178,58 @@ def _signature(op: Operation) -> Hashable | None:
 
 
 def _check_result_types(op: Operation) -> None:
-    """Run the op on meta tensors and compare dtype and sizes with the declared result types,
-    once per signature."""
+    """Run the op on fake tensors of its operands' types and devices, and compare dtype and sizes
+    with the declared result types, once per signature."""
     key = _signature(op)
     if key is not None and key in _CONFIRMED:
         return
-    _run_on_meta(op)
+    _run_on_fake(op)
     if key is not None:
         if len(_CONFIRMED) >= _CONFIRMED_MAX:
             _CONFIRMED.clear()
         _CONFIRMED.add(key)
 
 
-def _run_on_meta(op: Operation) -> None:
+class _QuietInThread(logging.Filter):
+    """Drops the records of a logger while `on` is set in this thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.local, "on", False)
+
+
+_FAKE_LOG = _QuietInThread()
+logging.getLogger(FakeTensorMode.__module__).addFilter(_FAKE_LOG)
+
+
+@contextmanager
+def _fake_mode() -> Iterator[FakeTensorMode]:
+    """A mode to make fake tensors in, its log of an op that rejects its arguments silenced (the
+    verifier turns the rejection into a diagnostic). No real kernel runs where an op has no meta
+    function: it would allocate the declared sizes."""
+    _FAKE_LOG.local.on = True
+    try:
+        with FakeTensorMode(allow_fallback_kernels=False) as mode:
+            yield mode
+    finally:
+        _FAKE_LOG.local.on = False
+
+
+def _run_on_fake(op: Operation) -> None:
     """Raise VerifyError where torch computes other result types than `op` declares."""
     try:
-        metas = {v: _meta_tensor(v) for v in op.operands}
-        if any(m is None for m in metas.values()):
-            return
-        out = overload(op.name)(*from_attr(op.args, metas), **from_attr(dict(op.attrs), metas))
+        with _fake_mode():
+            fakes = {v: _fake_tensor(v) for v in op.operands}
+            if any(f is None for f in fakes.values()):
+                return
+            out = overload(op.name)(*from_attr(op.args, fakes), **from_attr(dict(op.attrs), fakes))
     except (IndexError, TypeError) as exc:  # torch refuses the arguments (a dim out of range)
         raise VerifyError(f"'{op.name}' rejects its arguments: {exc}", op.loc) from None
-    except Exception:  # no meta kernel, data-dependent output, sizes torch cannot allocate even
-        return  # on meta: nothing to compare against
+    except Exception:  # no fake kernel, data-dependent output, sizes torch cannot allocate even
+        return  # nothing to compare against
     outs = out if isinstance(out, tuple | list) else (out,)
     for result, computed in zip(op.results, outs):
         declared = result.type
