@@ -376,8 +376,11 @@ def lower_graph(graph: Operation, deterministic: bool = False) -> Operation:
                 LoopsOutput.build("loops.output", values=values, strides=strides, loc=op.loc)
             )
         else:
+            mark = len(block.ops)
             with located(op.loc):  # a lowering's error is about the op it lowers
                 lower_op(ctx, op, env)
+            for made in block.ops[mark:]:  # and so is a later pass's error about what it made
+                made.loc = made.loc or op.loc
     return converted_graph(graph, "loops.graph", block)
 
 
