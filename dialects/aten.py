@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import operator
-import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -112,6 +111,9 @@ def _resolve(name: str) -> OpDef | None:
 #: or none, which torch's argument parser passes as an undefined tensor (AOTAutograd's graphs
 #: pass one for an output a forward did not compute: cuDNN attention's `cum_seq_q` on torch 2.11)
 _TENSOR = value() | NUMBER | NONE
+#: an element of a Tensor[] or Tensor?[] (an index's): a value, or none where optional; the
+#: dispatcher wraps no number in a list
+_TENSOR_ITEMS = {"Tensor": value(), "Optional[Tensor]": value() | NONE}
 #: an int argument (a dim, a size): an integer, an index expression or an SSA value (a SymInt)
 _INT = INDEX | value()
 #: what a Tensor result is typed: a tensor (or `!none` where an output is not computed)
@@ -130,7 +132,7 @@ def _constraint(t: torch.JitType) -> Constraint:
     if isinstance(t, torch.IntType | torch.SymIntType):
         return _INT
     if isinstance(t, torch.ListType) and _constraint(t.getElementType()) is not ANY:
-        item = _constraint(t.getElementType())
+        item = _TENSOR_ITEMS.get(str(t.getElementType())) or _constraint(t.getElementType())
         many = list_of(item) | tuple_of(item, ...)
         return many | _INT if item is _INT else many  # `int[1] dim` takes one int too
     return ANY
@@ -190,32 +192,27 @@ def _check_result_types(op: Operation) -> None:
         _CONFIRMED.add(key)
 
 
-class _QuietInThread(logging.Filter):
-    """Drops the records of a logger while `on` is set in this thread."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.local = threading.local()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(self.local, "on", False)
-
-
-_FAKE_LOG = _QuietInThread()
-logging.getLogger(FakeTensorMode.__module__).addFilter(_FAKE_LOG)
+@contextmanager
+def quiet(logger: logging.Logger) -> Iterator[None]:
+    """Mute a torch logger that prints, traceback and all, the error reported here instead."""
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 @contextmanager
 def _fake_mode() -> Iterator[FakeTensorMode]:
-    """A mode to make fake tensors in, its log of an op that rejects its arguments silenced (the
+    """A mode to make fake tensors in, its log of an op that rejects its arguments muted (the
     verifier turns the rejection into a diagnostic). No real kernel runs where an op has no meta
     function: it would allocate the declared sizes."""
-    _FAKE_LOG.local.on = True
-    try:
-        with FakeTensorMode(allow_fallback_kernels=False) as mode:
-            yield mode
-    finally:
-        _FAKE_LOG.local.on = False
+    with (
+        quiet(logging.getLogger(FakeTensorMode.__module__)),
+        FakeTensorMode(allow_fallback_kernels=False) as mode,
+    ):
+        yield mode
 
 
 def _run_on_fake(op: Operation) -> None:
