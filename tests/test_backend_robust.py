@@ -59,6 +59,22 @@ def test_a_new_python_float_restarts_dynamo_instead_of_falling_back(name):
             torch.testing.assert_close(compiled(x, s), fn(x, s))
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x, s: x / s + torch.full_like(x, s), lambda x, s: x**s + s**2],
+    ids=["full_like", "pow"],
+)
+def test_a_float_burned_into_a_graph_is_not_served_to_another_float(fn):
+    """AOTAutograd's tensorify pass makes the float a constant where an op takes no tensor for
+    it: its cache entry, keyed by a graph alike for every float, served 6.0's graph to 9.0
+    (Inductor too, on torch 2.14). mind's graphs that hold a float are not stored."""
+    compiled = torch.compile(fn, backend="mind")
+    x = torch.rand(4) + 0.5
+    with no_fallback():
+        for s in (4.0, 6.0, 9.0, 6.0):
+            torch.testing.assert_close(compiled(x, s), fn(x, s))
+
+
 def test_tanh_gelu_under_dynamic_shapes_compiles():
     fn = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731
     compiled = torch.compile(fn, backend="mind", dynamic=True)
