@@ -31,6 +31,7 @@ from mind.ir.constraints import (
     NONE,
     NUMBER,
     OPAQUE,
+    SYM,
     TENSOR,
     Constraint,
     list_of,
@@ -113,9 +114,9 @@ def _resolve(name: str) -> OpDef | None:
 _TENSOR = value() | NUMBER | NONE
 #: an element of a Tensor[] or Tensor?[] (an index's): a value, or none where optional; the
 #: dispatcher wraps no number in a list
-_TENSOR_ITEMS = {"Tensor": value(), "Optional[Tensor]": value() | NONE}
+_TENSOR_ITEMS = {"Tensor": value(TENSOR), "Optional[Tensor]": value(TENSOR) | NONE}
 #: an int argument (a dim, a size): an integer, an index expression or an SSA value (a SymInt)
-_INT = INDEX | value()
+_INT = INDEX | value(SYM)
 #: what a Tensor result is typed: a tensor (or `!none` where an output is not computed)
 _RESULT = TENSOR | OPAQUE
 
