@@ -65,6 +65,11 @@ def row_sum_static(x):
     return x.sum(-1)
 
 
+def float_corrections(x):
+    """n - correction with a float correction: `s0 - 1.0`, `s0 - 0.5`, no integer arithmetic."""
+    return x.std(-1), x.var(0, correction=0.5)
+
+
 CASES = [
     (seed, 3, ((4, 128), (6, 2100))),
     (add_relu, 2, ((5, 7), (33, 129))),
@@ -75,6 +80,7 @@ CASES = [
     (with_size, 1, ((4, 6), (7, 33))),
     (silu_halves, 1, ((4, 6), (7, 34), (3, 10))),
     (first_half, 1, ((4, 6), (7, 33), (3, 10))),
+    (float_corrections, 1, ((4, 6), (7, 33), (3, 10))),
 ]
 
 
