@@ -292,13 +292,15 @@ def short_name(op: Operation) -> str:
 
 
 def _exotic(op: Operation) -> bool:
-    """Complex and float8 tensors have no scalar ops: such ops always run in ATen."""
+    """Complex and float8 tensors have no scalar ops, and a value made at run time that is
+    neither a tensor nor a size (a SymFloat: `scalar_tensor(x.shape[0] * 1.0)`) is no body
+    constant: such ops always run in ATen."""
     types = [v.type for v in [*op.operands, *op.results]]
     return any(
         isinstance(t, TensorType)
         and (t.dtype.is_complex or t.dtype.itemsize == 1 and t.dtype.is_floating_point)
         for t in types
-    )
+    ) or any(not isinstance(v.type, TensorType | SymType) for v in op.operands)
 
 
 def _takes(fn: Callable, args: list, kwargs: dict) -> bool:
