@@ -70,6 +70,11 @@ CASES = {
         lambda a: torch.linalg.cholesky(a @ a.mT + torch.eye(3)),
         lambda: (torch.randn(3, 3),),
     ),
+    # Triton's pow takes floats: integer powers by multiplications, or in ATen, as Inductor
+    "int_pow": (
+        lambda a, b: (a**b, a**0, a**7, 2**b, a.to(torch.uint8) ** 5, a**2.5, a.float() ** b),
+        lambda: (torch.arange(-4, 4), torch.arange(8) % 5),
+    ),
     # the CPU flash-attention op returns the logsumexp, not the attention weights
     "sdpa_flash_cpu": (
         lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v),
@@ -135,6 +140,14 @@ def test_raises_where_eager_raises(name):
         fn(*inputs)
     with pytest.raises(error), pytest.warns(MindFallbackWarning, match="KernelError"):
         torch.compile(fn, backend="mind")(*inputs)
+
+
+def test_a_negative_integer_power_raises_as_eager_does():
+    """An ATen call in the compiled program: it raises eager's own error at each call."""
+    compiled = torch.compile(lambda a: a**-2, backend="mind")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            compiled(torch.arange(1, 4))
 
 
 def test_kernels_assert_only_what_eager_checks(tmp_path, monkeypatch):
