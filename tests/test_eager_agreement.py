@@ -75,6 +75,16 @@ CASES = {
         lambda a, b: (a**b, a**0, a**7, 2**b, a.to(torch.uint8) ** 5, a**2.5, a.float() ** b),
         lambda: (torch.arange(-4, 4), torch.arange(8) % 5),
     ),
+    # a scalar operand wraps around into the tensor's integer dtype, as eager converts it
+    "int_scalar_wraps": (
+        lambda x: (
+            x.to(torch.int8) * 200,
+            x.to(torch.uint8) - 300,
+            x + 2**33,
+            x.to(torch.int8) + 300,
+        ),
+        lambda: (torch.arange(-3, 5, dtype=torch.int32),),
+    ),
     # the CPU flash-attention op returns the logsumexp, not the attention weights
     "sdpa_flash_cpu": (
         lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v),
