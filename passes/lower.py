@@ -107,13 +107,16 @@ class BodyBuilder:
 
     def symbolic(self, expr: sympy.Expr, dtype: DType) -> Value:
         """A symbolic value in `dtype`: integer arithmetic as an index expression, the rest (a
-        float correction's `s0 - 1.0`, `s0/2`) as sums, products and integer powers of those."""
+        float correction's `Max(s0 - 1.0, 0)`, `s0/2`) as sums, products, extremes and inverse
+        powers of those."""
         if expr.is_number:
             return self.constant(expr, dtype)
         if is_integral(expr):
             return self.cast(self.index(expr), dtype)
-        if isinstance(expr, sympy.Add | sympy.Mul):
-            combine = self.add if isinstance(expr, sympy.Add) else self.mul
+        if isinstance(expr, sympy.Add | sympy.Mul | sympy.Max | sympy.Min):
+            combine = {sympy.Add: self.add, sympy.Mul: self.mul, sympy.Max: self.maximum}.get(
+                type(expr), self.minimum
+            )
             parts = [self.symbolic(arg, dtype) for arg in expr.args]
             return functools.reduce(combine, parts)
         if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp < 0:

@@ -57,6 +57,11 @@ CASES = {
         lambda: (torch.randn(0, 3),),
     ),
     "mean_over_empty_dim": (lambda x: x.mean(1), lambda: (torch.randn(4, 0),)),
+    # no degrees of freedom left (a float correction too): NaN, not -0
+    "var_std_no_degrees_of_freedom": (
+        lambda x, y: (x.std(0), y.std(0, correction=2), y.var(1, correction=3.0)),
+        lambda: (torch.randn(0, 3), torch.randn(1, 3)),
+    ),
     "vecdot_empty": (torch.linalg.vecdot, lambda: (torch.randn(3, 0), torch.randn(3, 0))),
     # an overload the packet's lowering does not take (`round.decimals`) is an ATen call
     "round_decimals": (lambda x: torch.round(x, decimals=2), lambda: (torch.randn(6) * 10,)),
