@@ -90,6 +90,14 @@ CASES = {
         ),
         lambda: (torch.arange(-3, 5, dtype=torch.int32),),
     ),
+    # the wider unsigned dtypes are Triton's too (eager has few kernels for them)
+    **{
+        f"unsigned_{d}": (
+            lambda x: (x * 3, x & 3, x.sum(), x.float() * 2, (x.long() * 2).to(x.dtype)),
+            lambda d=d: (torch.tensor([0, 1, 7, 250, 60000]).to(getattr(torch, d)),),
+        )
+        for d in ("uint16", "uint32", "uint64")
+    },
     # the CPU flash-attention op returns the logsumexp, not the attention weights
     "sdpa_flash_cpu": (
         lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v),
