@@ -13,8 +13,10 @@ outside the aten namespace (SymInt arithmetic, prims) are `aten.call @target(...
 
 from __future__ import annotations
 
+import logging
 import operator
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -29,6 +31,7 @@ from mind.ir.constraints import (
     NONE,
     NUMBER,
     OPAQUE,
+    SYM,
     TENSOR,
     Constraint,
     list_of,
@@ -48,6 +51,7 @@ from mind.ir.opdef import (
 )
 from mind.ir.registry import Dialect, VerifyError, lookup_op, register_dialect
 from mind.ir.types import TensorType, contiguous_strides
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .collectives import (
     KINDS,
@@ -108,8 +112,11 @@ def _resolve(name: str) -> OpDef | None:
 #: or none, which torch's argument parser passes as an undefined tensor (AOTAutograd's graphs
 #: pass one for an output a forward did not compute: cuDNN attention's `cum_seq_q` on torch 2.11)
 _TENSOR = value() | NUMBER | NONE
+#: an element of a Tensor[] or Tensor?[] (an index's): a value, or none where optional; the
+#: dispatcher wraps no number in a list
+_TENSOR_ITEMS = {"Tensor": value(TENSOR), "Optional[Tensor]": value(TENSOR) | NONE}
 #: an int argument (a dim, a size): an integer, an index expression or an SSA value (a SymInt)
-_INT = INDEX | value()
+_INT = INDEX | value(SYM)
 #: what a Tensor result is typed: a tensor (or `!none` where an output is not computed)
 _RESULT = TENSOR | OPAQUE
 
@@ -126,7 +133,7 @@ def _constraint(t: torch.JitType) -> Constraint:
     if isinstance(t, torch.IntType | torch.SymIntType):
         return _INT
     if isinstance(t, torch.ListType) and _constraint(t.getElementType()) is not ANY:
-        item = _constraint(t.getElementType())
+        item = _TENSOR_ITEMS.get(str(t.getElementType())) or _constraint(t.getElementType())
         many = list_of(item) | tuple_of(item, ...)
         return many | _INT if item is _INT else many  # `int[1] dim` takes one int too
     return ANY
@@ -141,25 +148,28 @@ def _verify_overload(op: Operation) -> None:
     _check_result_types(op)
 
 
-def _meta_tensor(value: Value) -> torch.Tensor | None:
+def _fake_tensor(value: Value) -> torch.Tensor | None:
+    """A tensor of `value`'s type on its declared device, made inside a FakeTensorMode: torch's
+    meta functions may depend on the device (a CPU embedding_bag leaves offset2bag empty)."""
     t = value.type
     if not isinstance(t, TensorType) or not all(
         isinstance(s, int) for s in (*t.shape, *(t.strides or ()))
     ):
         return None
+    device = str(t.device) if t.device is not None else "meta"
     return torch.empty_strided(
-        t.shape, t.strides or contiguous_strides(t.shape), dtype=to_torch(t.dtype), device="meta"
+        t.shape, t.strides or contiguous_strides(t.shape), dtype=to_torch(t.dtype), device=device
     )
 
 
-#: signatures (`_signature`) whose result types a meta run confirmed: a model's repeated layers
+#: signatures (`_signature`) whose result types a fake run confirmed: a model's repeated layers
 #: repeat their ops, and each run costs a dispatch through torch (a millisecond)
 _CONFIRMED: set = set()
 _CONFIRMED_MAX = 1 << 14
 
 
 def _signature(op: Operation) -> Hashable | None:
-    """What a meta run of `op` depends on: its name, its arguments and attributes with each value
+    """What a fake run of `op` depends on: its name, its arguments and attributes with each value
     replaced by its type, its result types; None where some part cannot be hashed."""
     typed = map_values((op.args, dict(op.attrs)), lambda v: v.type)
     key = (op.name, attr_key(typed), tuple(r.type for r in op.results))
@@ -171,29 +181,53 @@ def _signature(op: Operation) -> Hashable | None:
 
 
 def _check_result_types(op: Operation) -> None:
-    """Run the op on meta tensors and compare dtype and sizes with the declared result types,
-    once per signature."""
+    """Run the op on fake tensors of its operands' types and devices, and compare dtype and sizes
+    with the declared result types, once per signature."""
     key = _signature(op)
     if key is not None and key in _CONFIRMED:
         return
-    _run_on_meta(op)
+    _run_on_fake(op)
     if key is not None:
         if len(_CONFIRMED) >= _CONFIRMED_MAX:
             _CONFIRMED.clear()
         _CONFIRMED.add(key)
 
 
-def _run_on_meta(op: Operation) -> None:
+@contextmanager
+def quiet(logger: logging.Logger) -> Iterator[None]:
+    """Mute a torch logger that prints, traceback and all, the error reported here instead."""
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@contextmanager
+def _fake_mode() -> Iterator[FakeTensorMode]:
+    """A mode to make fake tensors in, its log of an op that rejects its arguments muted (the
+    verifier turns the rejection into a diagnostic). No real kernel runs where an op has no meta
+    function: it would allocate the declared sizes."""
+    with (
+        quiet(logging.getLogger(FakeTensorMode.__module__)),
+        FakeTensorMode(allow_fallback_kernels=False) as mode,
+    ):
+        yield mode
+
+
+def _run_on_fake(op: Operation) -> None:
     """Raise VerifyError where torch computes other result types than `op` declares."""
     try:
-        metas = {v: _meta_tensor(v) for v in op.operands}
-        if any(m is None for m in metas.values()):
-            return
-        out = overload(op.name)(*from_attr(op.args, metas), **from_attr(dict(op.attrs), metas))
+        with _fake_mode():
+            fakes = {v: _fake_tensor(v) for v in op.operands}
+            if any(f is None for f in fakes.values()):
+                return
+            out = overload(op.name)(*from_attr(op.args, fakes), **from_attr(dict(op.attrs), fakes))
     except (IndexError, TypeError) as exc:  # torch refuses the arguments (a dim out of range)
         raise VerifyError(f"'{op.name}' rejects its arguments: {exc}", op.loc) from None
-    except Exception:  # no meta kernel, data-dependent output, sizes torch cannot allocate even
-        return  # on meta: nothing to compare against
+    except Exception:  # no fake kernel, data-dependent output, sizes torch cannot allocate even
+        return  # nothing to compare against
     outs = out if isinstance(out, tuple | list) else (out,)
     for result, computed in zip(op.results, outs):
         declared = result.type

@@ -127,11 +127,20 @@ def _verify_load(op: Load) -> None:
         )
 
 
+def _verify_constant(op: Constant) -> None:
+    """An integer constant is an integer its dtype holds (Triton refuses to narrow one)."""
+    dtype, value = op.result.type.dtype, op.value
+    if dtype.is_floating_point or dtype.kind == "b":
+        return
+    if not isinstance(value, int) or not dt.lowest(dtype) <= value <= dt.highest(dtype):
+        raise VerifyError(f"'{op.name}' of {dtype} cannot hold {value!r}", op.loc)
+
+
 def register_body_ops(dialect: Dialect) -> None:
     """The ops of a loop body, shared with the scheduled dialect."""
     register_scalar_ops(dialect)
     dialect.add("load", Load, verify=_verify_load)
-    dialect.add("constant", Constant)
+    dialect.add("constant", Constant, verify=_verify_constant)
     dialect.add("index", Index)
     dialect.add("cast", Cast)
     dialect.add("check_index", CheckIndex)

@@ -47,8 +47,16 @@ INT = Constraint("int", _is_int)
 STR = Constraint("str", lambda x: isinstance(x, str))
 #: a number literal: what a scalar constant or a masked load's `other` holds
 NUMBER = Constraint("number", lambda x: isinstance(x, bool | int | float))
-#: an index expression: an int or integer sympy arithmetic (over p vars, sizes, block sizes)
-INDEX = Constraint("index", lambda x: _is_int(x) or (isinstance(x, sympy.Expr) and is_integral(x)))
+
+
+def _is_index(x: Any) -> bool:
+    if _is_int(x):
+        return -(2**63) <= x < 2**63  # indexes are int64: a size, a stride, an offset
+    return isinstance(x, sympy.Expr) and is_integral(x)
+
+
+#: an index expression: an int64 or integer sympy arithmetic (over p vars, sizes, block sizes)
+INDEX = Constraint("index", _is_index)
 DTYPE = Constraint("dtype", lambda x: isinstance(x, DType))
 DEVICE = Constraint("device", lambda x: isinstance(x, Device))
 

@@ -95,10 +95,16 @@ def upcast(dtype: DType) -> DType:
 
 
 def literal(value: float | int | bool, dtype: DType) -> float | int | bool:
-    """`value` as a Python number of `dtype`'s kind (what a constant of that dtype holds)."""
+    """`value` as a Python number of `dtype`'s kind (what a constant of that dtype holds); an
+    integer wraps around into the dtype's range, as eager converts a scalar operand
+    (`int8 * 200` multiplies by -56)."""
     if dtype.kind == "b":
         return bool(value)
-    return float(value) if dtype.is_floating_point else int(value)
+    if dtype.is_floating_point:
+        return float(value)
+    span = 1 << dtype.bits
+    wrapped = int(value) % span
+    return wrapped - span if dtype.is_signed and wrapped >= span // 2 else wrapped
 
 
 @dataclass(frozen=True)

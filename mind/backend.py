@@ -142,6 +142,7 @@ def compile_aten_graph(
     options = options or Options()
     dump = GraphDump(symbol)
     kw: dict[str, Any] = dict(options=options, aten=aot_gm, interpret=True, recording=None)
+    kw.update(uncacheable=_burned_floats())
     try:
         with gc_frozen():  # (a lazy backward compiles outside mind_backend's)
             graph = aten.import_graph(aot_gm, symbol)
@@ -192,6 +193,22 @@ def _saved_outputs(graph: Operation) -> list[int]:
     except (AssertionError, AttributeError, TypeError):
         return []
     return list(range(len(graph.body.terminator.args)))[saved]
+
+
+def _burned_floats() -> str | None:
+    """Why the graph must not be stored in AOTAutograd's cache: it holds the value of a Python
+    float argument as a constant. AOTAutograd's tensorify pass burns into the graph the float
+    of an op that takes no tensor for it (`full_like(x, s)`), guarded by a ShapeEnv guard that
+    the cache drops (it keeps guards over sizes); the entry, keyed by a graph alike for every
+    float, then serves every later float with this one (torch#194976; Inductor too)."""
+    from torch._guards import TracingContext
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+    ctx = TracingContext.try_get()
+    shape_env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None)
+    guards = getattr(shape_env, "guards", None) or ()
+    floats = {str(s) for g in guards for s in g.expr.free_symbols if symbol_is_type(s, SymT.FLOAT)}
+    return f"it holds the value of Python float {', '.join(sorted(floats))}" if floats else None
 
 
 def _static_strides(x: object) -> tuple[int, ...] | None:

@@ -75,6 +75,8 @@ class MindCode(OutputCode):
     recording: Recording | None
     #: the ATen graph, to run eagerly if the first call fails: live, or serialized for the cache
     aten: torch.fx.GraphModule | SerializedGraphModule
+    #: why AOTAutograd must not store it, if it must not
+    uncacheable: str | None = None
 
     def __post_init__(self) -> None:
         self._boxed_call = True
@@ -102,6 +104,8 @@ class MindCode(OutputCode):
         ATen graph kept as code. An eager graph is not stored."""
         if self.module_key is None:
             raise BypassAOTAutogradCache("mind: the graph runs eagerly")
+        if self.uncacheable is not None:
+            raise BypassAOTAutogradCache(f"mind: {self.uncacheable}")
         if isinstance(self.aten, torch.fx.GraphModule):
             self.aten = SerializedGraphModule(self.aten)
         self._call = None

@@ -28,6 +28,12 @@ EXPR_FUNCTIONS = {
 
 #: bare names that denote something other than a symbol when they stand alone as an attribute
 NAMED_ATTRS: dict[str, Any] = dict(DTYPES)
+#: names no symbol may take: alone in an attribute they read back as something else (the
+#: grammar's literals, a device type of its DEVICE, a dtype), and in a kernel as Python (keywords)
+RESERVED_NAMES = frozenset(
+    {*keyword.kwlist, "inf", "nan", "true", "false", "none", "type", *NAMED_ATTRS}
+    | {"cpu", "cuda", "meta", "mps", "xpu"}
+)
 #: the largest device index torch has (its DeviceIndex is an int8)
 MAX_DEVICE_INDEX = 127
 
@@ -198,8 +204,8 @@ class Builder:
         if kind == "int":
             return sympy.Integer(int(kids[0]))
         if kind == "symbol":
-            if keyword.iskeyword(str(kids[0])):  # symbols become Python names in kernels
-                raise self.error(f"'{kids[0]}' cannot name a symbol (a Python keyword)", kids[0])
+            if str(kids[0]) in RESERVED_NAMES:
+                raise self.error(f"'{kids[0]}' cannot name a symbol (a reserved word)", kids[0])
             return sym(str(kids[0]))
         if kind == "call":
             fn = EXPR_FUNCTIONS.get(str(kids[0]))

@@ -10,6 +10,7 @@ values replaced by loops values), and builds nodes whose bodies a `BodyBuilder` 
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -27,10 +28,10 @@ from mind.ir import dtypes as dt
 from mind.ir.attributes import attr_key
 from mind.ir.constraints import TENSOR
 from mind.ir.core import Block, Operation, Region, Value, fresh_name, iter_values, map_values
-from mind.ir.diagnostics import located
+from mind.ir.diagnostics import MindError, located
 from mind.ir.dtypes import DType
 from mind.ir.registry import op_class
-from mind.ir.symbols import IntLike, sym
+from mind.ir.symbols import IntLike, is_integral, sym
 from mind.ir.types import ScalarType, SymType, TensorType, size_symbols
 
 from .manager import GraphPass, option
@@ -99,10 +100,28 @@ class BodyBuilder:
     def constant(self, value: Any, dtype: DType) -> Value:
         """A scalar constant; a symbolic value (a SymInt) is computed as an index expression."""
         if isinstance(value, sympy.Expr) and not value.is_number:
-            return self.cast(self.index(value), dtype)
+            return self.symbolic(value, dtype)
         if isinstance(value, sympy.Expr):
             value = int(value) if value.is_Integer else float(value)
         return self.emit("constant", dtype, value=dt.literal(value, dtype))
+
+    def symbolic(self, expr: sympy.Expr, dtype: DType) -> Value:
+        """A symbolic value in `dtype`: integer arithmetic as an index expression, the rest (a
+        float correction's `Max(s0 - 1.0, 0)`, `s0/2`) as sums, products, extremes and inverse
+        powers of those."""
+        if expr.is_number:
+            return self.constant(expr, dtype)
+        if is_integral(expr):
+            return self.cast(self.index(expr), dtype)
+        if isinstance(expr, sympy.Add | sympy.Mul | sympy.Max | sympy.Min):
+            combine = {sympy.Add: self.add, sympy.Mul: self.mul, sympy.Max: self.maximum}.get(
+                type(expr), self.minimum
+            )
+            parts = [self.symbolic(arg, dtype) for arg in expr.args]
+            return functools.reduce(combine, parts)
+        if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp < 0:
+            return self.truediv(self.constant(1, dtype), self.symbolic(1 / expr, dtype))
+        raise MindError(f"cannot compute '{expr}' in a kernel")
 
     def index(self, expr: IntLike) -> Value:
         return self.emit("index", dt.i64, index=expr)
@@ -276,13 +295,15 @@ def short_name(op: Operation) -> str:
 
 
 def _exotic(op: Operation) -> bool:
-    """Complex and float8 tensors have no scalar ops: such ops always run in ATen."""
+    """Complex and float8 tensors have no scalar ops, and a value made at run time that is
+    neither a tensor nor a size (a SymFloat: `scalar_tensor(x.shape[0] * 1.0)`) is no body
+    constant: such ops always run in ATen."""
     types = [v.type for v in [*op.operands, *op.results]]
     return any(
         isinstance(t, TensorType)
         and (t.dtype.is_complex or t.dtype.itemsize == 1 and t.dtype.is_floating_point)
         for t in types
-    )
+    ) or any(not isinstance(v.type, TensorType | SymType) for v in op.operands)
 
 
 def _takes(fn: Callable, args: list, kwargs: dict) -> bool:
@@ -376,8 +397,11 @@ def lower_graph(graph: Operation, deterministic: bool = False) -> Operation:
                 LoopsOutput.build("loops.output", values=values, strides=strides, loc=op.loc)
             )
         else:
+            mark = len(block.ops)
             with located(op.loc):  # a lowering's error is about the op it lowers
                 lower_op(ctx, op, env)
+            for made in block.ops[mark:]:  # and so is a later pass's error about what it made
+                made.loc = made.loc or op.loc
     return converted_graph(graph, "loops.graph", block)
 
 

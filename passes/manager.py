@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TextIO
 
 from mind.ir.core import Module, Operation, edits
-from mind.ir.diagnostics import Location, MindError
+from mind.ir.diagnostics import Location, MindError, located
 from mind.ir.logs import channel
 from mind.ir.verifier import verify
 
@@ -116,7 +116,8 @@ class GraphPass(Pass):
                     f"pass '{self.name}' runs on {self.input}.graph ops, not '{graph.name}'",
                     graph.loc,
                 )
-            new = self.run_graph(graph)
+            with located(graph.loc):  # an error about an op no text made: at its graph
+                new = self.run_graph(graph)
             out += [graph] if new is None else new if isinstance(new, list) else [new]
         if all(a is b for a, b in zip(out, module.ops)) and len(out) == len(module.ops):
             return module

@@ -246,29 +246,22 @@ class ToAten(GraphPass, name="to-aten", input="fx", output="aten"):
     def run_graph(self, graph: Operation) -> list[Operation]:
         import torch
         from mind.dialects import fx
+        from mind.dialects.aten import quiet
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         gm = fx.export_graph(graph)
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         inputs = fake_inputs(graph, mode)
         try:
-            with torch.no_grad(), _quiet(logging.getLogger("torch._subclasses.fake_tensor")):
-                return aten_graphs(gm, inputs, graph.symbol)[1]
+            with torch.no_grad(), quiet(logging.getLogger(FakeTensorMode.__module__)):
+                graphs = aten_graphs(gm, inputs, graph.symbol)[1]
         except MindError:
             raise
         except Exception as exc:  # torch rejects the program: an error in the input
             raise torch_error(exc, graph) from exc
-
-
-@contextmanager
-def _quiet(logger: logging.Logger) -> Iterator[None]:
-    """Mute a torch logger that prints, traceback and all, the error reported here instead."""
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+        for made in graphs:  # AOTAutograd's ops have no text: errors about them are at the graph
+            made.loc = graph.loc
+        return graphs
 
 
 def torch_error(exc: Exception, graph_op: Operation) -> MindError:

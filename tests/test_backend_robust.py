@@ -59,6 +59,22 @@ def test_a_new_python_float_restarts_dynamo_instead_of_falling_back(name):
             torch.testing.assert_close(compiled(x, s), fn(x, s))
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x, s: x / s + torch.full_like(x, s), lambda x, s: x**s + s**2],
+    ids=["full_like", "pow"],
+)
+def test_a_float_burned_into_a_graph_is_not_served_to_another_float(fn):
+    """AOTAutograd's tensorify pass makes the float a constant where an op takes no tensor for
+    it: its cache entry, keyed by a graph alike for every float, served 6.0's graph to 9.0
+    (Inductor too, on torch 2.14). mind's graphs that hold a float are not stored."""
+    compiled = torch.compile(fn, backend="mind")
+    x = torch.rand(4) + 0.5
+    with no_fallback():
+        for s in (4.0, 6.0, 9.0, 6.0):
+            torch.testing.assert_close(compiled(x, s), fn(x, s))
+
+
 def test_tanh_gelu_under_dynamic_shapes_compiles():
     fn = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731
     compiled = torch.compile(fn, backend="mind", dynamic=True)
@@ -202,3 +218,32 @@ def test_an_aten_call_with_a_tensor_keyword_compiles():
     with no_fallback():
         got = torch.compile(attention, backend="mind")(q, k, v, m)
     torch.testing.assert_close(got, attention(q, k, v, m))
+
+
+EMBEDDING_BAGS = {
+    "sum": {"mode": "sum"},
+    "mean": {"mode": "mean"},
+    "max": {"mode": "max"},
+    "weighted": {"mode": "sum", "per_sample_weights": torch.rand(8)},
+    "padding": {"mode": "mean", "padding_idx": 4},
+    "last_offset": {"mode": "sum", "include_last_offset": True},  # offsets end at 8: 2 bags
+}
+
+
+@pytest.mark.parametrize("name", EMBEDDING_BAGS)
+def test_embedding_bag_compiles_forward_and_backward(name):
+    """An ATen call, as in Inductor. It fell back: torch's meta function of
+    `_embedding_bag_forward_only` depends on the device (a CPU bag leaves offset2bag empty), and
+    the verifier ran it on device-less meta tensors."""
+    kwargs = EMBEDDING_BAGS[name]
+    fn = lambda w, i, o: F.embedding_bag(i, w, o, **kwargs) * 2  # noqa: E731
+    w = torch.randn(10, 4, requires_grad=True)
+    ref = w.detach().clone().requires_grad_()
+    i, o = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 4, 8])
+    with no_fallback():
+        got = torch.compile(fn, backend="mind")(w, i, o)
+        want = fn(ref, i, o)
+        torch.testing.assert_close(got, want)
+        got.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close(w.grad, ref.grad)

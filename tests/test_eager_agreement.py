@@ -57,6 +57,11 @@ CASES = {
         lambda: (torch.randn(0, 3),),
     ),
     "mean_over_empty_dim": (lambda x: x.mean(1), lambda: (torch.randn(4, 0),)),
+    # no degrees of freedom left (a float correction too): NaN, not -0
+    "var_std_no_degrees_of_freedom": (
+        lambda x, y: (x.std(0), y.std(0, correction=2), y.var(1, correction=3.0)),
+        lambda: (torch.randn(0, 3), torch.randn(1, 3)),
+    ),
     "vecdot_empty": (torch.linalg.vecdot, lambda: (torch.randn(3, 0), torch.randn(3, 0))),
     # an overload the packet's lowering does not take (`round.decimals`) is an ATen call
     "round_decimals": (lambda x: torch.round(x, decimals=2), lambda: (torch.randn(6) * 10,)),
@@ -70,6 +75,29 @@ CASES = {
         lambda a: torch.linalg.cholesky(a @ a.mT + torch.eye(3)),
         lambda: (torch.randn(3, 3),),
     ),
+    # Triton's pow takes floats: integer powers by multiplications, or in ATen, as Inductor
+    "int_pow": (
+        lambda a, b: (a**b, a**0, a**7, 2**b, a.to(torch.uint8) ** 5, a**2.5, a.float() ** b),
+        lambda: (torch.arange(-4, 4), torch.arange(8) % 5),
+    ),
+    # a scalar operand wraps around into the tensor's integer dtype, as eager converts it
+    "int_scalar_wraps": (
+        lambda x: (
+            x.to(torch.int8) * 200,
+            x.to(torch.uint8) - 300,
+            x + 2**33,
+            x.to(torch.int8) + 300,
+        ),
+        lambda: (torch.arange(-3, 5, dtype=torch.int32),),
+    ),
+    # the wider unsigned dtypes are Triton's too (eager has few kernels for them)
+    **{
+        f"unsigned_{d}": (
+            lambda x: (x * 3, x & 3, x.sum(), x.float() * 2, (x.long() * 2).to(x.dtype)),
+            lambda d=d: (torch.tensor([0, 1, 7, 250, 60000]).to(getattr(torch, d)),),
+        )
+        for d in ("uint16", "uint32", "uint64")
+    },
     # the CPU flash-attention op returns the logsumexp, not the attention weights
     "sdpa_flash_cpu": (
         lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v),
@@ -135,6 +163,14 @@ def test_raises_where_eager_raises(name):
         fn(*inputs)
     with pytest.raises(error), pytest.warns(MindFallbackWarning, match="KernelError"):
         torch.compile(fn, backend="mind")(*inputs)
+
+
+def test_a_negative_integer_power_raises_as_eager_does():
+    """An ATen call in the compiled program: it raises eager's own error at each call."""
+    compiled = torch.compile(lambda a: a**-2, backend="mind")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            compiled(torch.arange(1, 4))
 
 
 def test_kernels_assert_only_what_eager_checks(tmp_path, monkeypatch):

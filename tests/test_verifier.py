@@ -120,15 +120,15 @@ ATEN_ADDS = """aten.graph @g(%x: f32[4, 8][8, 1]cpu, %y: f32[4, 8][8, 1]cpu) {
 }"""
 
 
-def test_an_aten_op_runs_on_meta_tensors_once_per_signature(monkeypatch):
+def test_an_aten_op_runs_on_fake_tensors_once_per_signature(monkeypatch):
     """Ops alike in name, argument types, attributes and result types (a model's repeated
     layers) are checked against torch once; another signature, or a wrong result type, is
     checked anew."""
     from mind.dialects import aten
 
     runs = []
-    run_on_meta = aten._run_on_meta
-    monkeypatch.setattr(aten, "_run_on_meta", lambda op: runs.append(op.name) or run_on_meta(op))
+    run_on_fake = aten._run_on_fake
+    monkeypatch.setattr(aten, "_run_on_fake", lambda op: runs.append(op.name) or run_on_fake(op))
     monkeypatch.setattr(aten, "_CONFIRMED", set())
     verify(mind.parse(ATEN_ADDS))
     assert runs == ["aten.add.Tensor", "aten.add.Tensor"]  # %b is %a's signature; %c has alpha
@@ -137,3 +137,16 @@ def test_an_aten_op_runs_on_meta_tensors_once_per_signature(monkeypatch):
     wrong = ATEN_ADDS.replace("%b, %x) {alpha = 2} : f32[4, 8]", "%b, %x) {alpha = 2} : f32[8, 4]")
     with pytest.raises(VerifyError, match="computes f32\\[4, 8\\] but '%c' is declared"):
         verify(mind.parse(wrong))
+
+
+def test_an_aten_op_is_typed_on_its_declared_device():
+    """torch's meta function of a CPU embedding bag leaves offset2bag empty (the CUDA one fills
+    it): the verifier runs the op on fake tensors of the declared device, not on 'meta'."""
+    bag = """aten.graph @g(%i: i64[8][1]{dev}, %w: f32[10, 4][4, 1]{dev}, %o: i64[2][1]{dev}) {{
+  %r, %offset2bag, %size, %max = aten._embedding_bag_forward_only.default(%w, %i, %o) : f32[2, 4][4, 1]{dev}, i64[{n}][1]{dev}, i64[2][1]{dev}, i64[{m}][1]{dev}
+  aten.output(%r)
+}}"""
+    verify(mind.parse(bag.format(dev="cpu", n=0, m=2)))
+    verify(mind.parse(bag.format(dev="cuda:0", n=8, m=0)))
+    with pytest.raises(VerifyError, match=r"computes i64\[0\] but '%offset2bag' is declared"):
+        verify(mind.parse(bag.format(dev="cpu", n=8, m=2)))

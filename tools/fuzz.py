@@ -6,13 +6,17 @@
 The corpus is every chunk of the lit inputs (`.fx .aten .loops .scheduled .triton` files, split
 on `// -----`), and with `--captures` every stage of a few programs compiled here (what
 `MIND_DUMP_DIR` writes). A mutant applies one to three token or line edits (numbers, names,
-values, symbols, strings, types, attributes, deleted or duplicated lines) and runs in-process
-through the parser and verifier, every pass to triton IR, and the emitter; the emitted Python is
-compiled. Each mutant lands in one class:
+values, symbols, strings, types, attributes, op names, brackets, deleted or duplicated lines)
+and runs in-process through the parser and verifier, then along one route: half of the mutants
+go through every pass to triton IR and the emitter, as the backend; the others as the tools take
+them, through one pass of their stage or later (`mind-opt --pass=NAME`, some with options at
+their limits), mind-translate's passes to Python (nothing fused) or its picture. The emitted
+Python is compiled, a pass's output printed and parsed back. Each mutant lands in one class:
 
     diagnostic   a MindError with a location       accepted     it went through
     traceback    any other exception                no-location  a MindError without location
     bad-python   emitted Python that does not compile            timeout  over --timeout seconds
+    bad-text     a pass's output that does not parse back
 
 Crashes are grouped by signature (exception type and the innermost frame in mind's code;
 for a diagnostic without location, what it says), each with its smallest mutant, shrunk line by
@@ -44,9 +48,11 @@ from pathlib import Path
 from mind.ir.diagnostics import MindError
 
 STAGE_SUFFIXES = (".fx", ".aten", ".loops", ".scheduled", ".triton")
-OUTCOMES = ("diagnostic", "accepted", "traceback", "no-location", "bad-python", "timeout")
+OUTCOMES = (
+    "diagnostic", "accepted", "traceback", "no-location", "bad-python", "bad-text", "timeout"
+)  # fmt: skip
 #: the outcomes that are bugs in mind, each reported with its smallest mutant
-DEFECTS = ("traceback", "no-location", "bad-python")
+DEFECTS = ("traceback", "no-location", "bad-python", "bad-text")
 _REPO = Path(__file__).resolve().parent.parent
 _TOKEN = re.compile(
     r'"(?:\\.|[^"\\])*"|%[A-Za-z0-9_][A-Za-z0-9_.]*|@[A-Za-z_][A-Za-z0-9_.]*'
@@ -209,6 +215,42 @@ def drop_attribute(text: str, rng: random.Random) -> str:
     return text[: m.start()] + text[m.end() :]
 
 
+_OP_NAME = re.compile(r"\b(fx|aten|loops|scheduled|triton)\.[a-z_][a-z0-9_.]*")
+
+
+def swap_op(text: str, rng: random.Random) -> str:
+    """Rename one op to another of its dialect (declared, or named in the text)."""
+    from mind.ir.registry import lookup_dialect
+
+    found = list(_OP_NAME.finditer(text))
+    if not found:
+        return text
+    m = rng.choice(found)
+    dialect = lookup_dialect(m[1])
+    names = {f[0] for f in found if f[1] == m[1]} | set(dialect.ops if dialect else ())
+    return text[: m.start()] + rng.choice(sorted(names)) + text[m.end() :]
+
+
+def perturb_number(text: str, rng: random.Random) -> str:
+    """Move one integer near itself (a size, a stride, a dim or an index off by one, doubled)."""
+    toks = tokens(text)
+    where = [i for i, t in enumerate(toks) if t.isdigit()]
+    if where:
+        i = rng.choice(where)
+        n = int(toks[i])
+        toks[i] = str(rng.choice((n + 1, max(n - 1, 0), 2 * n, n // 2, 1024 * n)))
+    return "".join(toks)
+
+
+def swap_brackets(text: str, rng: random.Random) -> str:
+    """Put one `[...]` (a shape, strides, an index, a list) where another was."""
+    spans = list(re.finditer(r"\[[^\[\]\n]*\]", text))
+    if len(spans) < 2:
+        return text
+    a, b = rng.sample(spans, 2)
+    return text[: a.start()] + b[0] + text[a.end() :]
+
+
 MUTATORS: list[Callable[[str, random.Random], str]] = [
     _token_mutator("number", NUMBERS),
     _token_mutator("name", NAMES),
@@ -222,6 +264,9 @@ MUTATORS: list[Callable[[str, random.Random], str]] = [
     _lines(duplicate_line),
     _lines(swap_lines),
     drop_attribute,
+    swap_op,
+    perturb_number,
+    swap_brackets,
 ]
 
 
@@ -256,26 +301,75 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def compile_text(text: str, name: str = "<fuzz>") -> str:
-    """Parse, verify, run every pass from the input's stage to triton IR, emit: Python source."""
+#: options a `pass:` route may give its pass: limits at their edges
+PASS_OPTIONS = {
+    "to-triton": ["persistent-max=1", "max-r-block=1 split-reductions=false", "sm-count=1"],
+    "fuse": ["max-fusion-size=1"],
+    "realize": ["reads-threshold=0 acc-reads-threshold=0 max-body-ops=0"],
+    "mm-templates": ["select=template"],
+    "lower": ["deterministic=true"],
+}
+
+
+def routes(stage: str | None) -> list[str]:
+    """What IR of `stage` may go through, as the tools take it: `pipeline` (the backend's passes
+    to Python), `pass:NAME{options}` (one pass and the conversions it needs, as mind-opt runs
+    it; its output printed and parsed back), `translate` (mind-translate's passes to Python,
+    nothing fused) and `draw` (mind-translate --to=dot, up to scheduled IR)."""
+    from mind.passes import PASSES
+    from mind.passes.manager import STAGES
+
+    start = STAGES.index(stage) if stage in STAGES else 0
+    out = ["pipeline", "translate"] + (["draw"] if start <= STAGES.index("scheduled") else [])
+    for name, cls in sorted(PASSES.items()):
+        if STAGES.index(cls.input) >= start:
+            out += [f"pass:{name}"] + [f"pass:{name}{{{o}}}" for o in PASS_OPTIONS.get(name, [])]
+    return out
+
+
+def compile_text(text: str, name: str = "<fuzz>", route: str = "pipeline") -> str | None:
+    """Take `text` along `route` (`routes`): the Python source where it ends in some; raises
+    BadText where a pass's output does not parse back."""
+    from mind.ir.printer import print_module
     from mind.parser import parse
-    from mind.passes.manager import STAGES, PassManager, parse_pipeline, stage_of
+    from mind.passes.manager import STAGES, PassManager, parse_pipeline, resolve_pipeline, stage_of
     from mind.target.triton import emit
 
     from mind.options import PIPELINE
 
+    from .mind_translate import draw, translate
+
+    if route == "translate":
+        return translate(text, name)
+    if route == "draw":
+        draw(text, name)
+        return None
     module = parse(text, name)
-    start = STAGES.index(stage_of(module))
-    rest = [p for p in parse_pipeline(f"to-aten,{PIPELINE}") if STAGES.index(p.input) >= start]
-    return emit(PassManager(rest).run(module))
+    if route == "pipeline":
+        start = STAGES.index(stage_of(module))
+        rest = [p for p in parse_pipeline(f"to-aten,{PIPELINE}") if STAGES.index(p.input) >= start]
+        return emit(PassManager(rest).run(module))
+    passes = resolve_pipeline(parse_pipeline(route.removeprefix("pass:")), stage_of(module))
+    printed = print_module(PassManager(passes).run(module))
+    try:
+        parse(printed, f"<{route} output>")
+    except MindError as exc:
+        raise BadText(f"{exc}\n{printed}") from None
+    return None
 
 
-def run_one(text: str, timeout: float = 10.0) -> Result:
+class BadText(Exception):
+    """A pass printed IR that does not parse back."""
+
+
+def run_one(text: str, timeout: float = 10.0, route: str = "pipeline") -> Result:
     try:
         with time_limit(timeout):
-            source = compile_text(text)
+            source = compile_text(text, route=route)
     except _Timeout:
         return Result("timeout")
+    except BadText as exc:
+        return Result("bad-text", f"printed: {route.split('{')[0]}", str(exc)[:200])
     except MindError as exc:
         if exc.loc is None:  # grouped by what it says, names left out
             sig = "no location: " + re.sub(r"'[^']*'|%\w+|@\S+|\d+", "_", str(exc))[:60]
@@ -283,6 +377,8 @@ def run_one(text: str, timeout: float = 10.0) -> Result:
         return Result("diagnostic", message=str(exc)[:200])
     except Exception as exc:
         return Result("traceback", signature(exc), f"{type(exc).__name__}: {exc}"[:200])
+    if source is None:
+        return Result("accepted")
     try:
         compile(source, "<emitted>", "exec")
         source.encode("utf-8")
@@ -303,13 +399,13 @@ def signature(exc: BaseException) -> str:
     return f"{type(exc).__name__} at {rel}:{where.name}"
 
 
-def shrink(text: str, sig: str, budget: int = 80) -> str:
+def shrink(text: str, sig: str, budget: int = 80, route: str = "pipeline") -> str:
     """Delete top-level ops, then lines, while the crash keeps its signature (bounded, greedy)."""
 
     def still_crashes(parts: list[str]) -> bool:
         nonlocal budget
         budget -= 1
-        result = run_one("\n".join(parts) + "\n", timeout=5)
+        result = run_one("\n".join(parts) + "\n", timeout=5, route=route)
         return result.outcome in DEFECTS and result.signature == sig
 
     units = _top_level_ops(text)
@@ -338,9 +434,8 @@ def _top_level_ops(text: str) -> list[str]:
 @dataclass
 class Report:
     counts: Counter = field(default_factory=Counter)
-    crashes: dict[str, tuple[str, str, str]] = field(
-        default_factory=dict
-    )  # sig -> (src, text, msg)
+    #: signature -> (corpus entry, smallest mutant, message, route)
+    crashes: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
     crash_counts: Counter = field(default_factory=Counter)
     tools: list[str] = field(default_factory=list)  # tool runs that printed a traceback
 
@@ -354,33 +449,45 @@ class Report:
 def campaign(
     corpus: list[tuple[str, str]], count: int, seed: int, timeout: float = 10.0, minimize=True
 ) -> Report:
+    """`count` mutants of the corpus, each along a route: the backend's pipeline for half of
+    them, one of the tools' `routes` for its stage for the others."""
     rng = random.Random(seed)
     report = Report()
+    stages: dict[str, list[str]] = {}
     for _ in range(count):
         name, text = rng.choice(corpus)
+        if name not in stages:
+            stages[name] = routes(_stage(text))
+        route = "pipeline" if rng.random() < 0.5 else rng.choice(stages[name])
         mutant = mutate(text, rng)
-        result = run_one(mutant, timeout)
+        result = run_one(mutant, timeout, route)
         report.counts[result.outcome] += 1
         if result.outcome in DEFECTS:
             report.crash_counts[result.signature] += 1
             known = report.crashes.get(result.signature)
             if known is None or len(mutant) < len(known[1]):
-                report.crashes[result.signature] = (name, mutant, result.message)
+                report.crashes[result.signature] = (name, mutant, result.message, route)
     if minimize:
-        for sig, (name, text, message) in report.crashes.items():
-            report.crashes[sig] = (name, shrink(text, sig), message)
+        for sig, (name, text, message, route) in report.crashes.items():
+            report.crashes[sig] = (name, shrink(text, sig, route=route), message, route)
     return report
+
+
+def _stage(text: str) -> str | None:
+    """The dialect of the first top-level op (invalid inputs of the corpus do not parse)."""
+    first = re.search(r"^(\w+)\.", text, re.MULTILINE)
+    return first[1] if first else None
 
 
 def check_tools(report: Report, limit: int, workdir: Path) -> None:
     """Run reproducers through the executables; keep those that print a Python traceback."""
     runs = 0
-    for sig, (name, text, _) in report.crashes.items():
+    for sig, (name, text, _, route) in report.crashes.items():
         if runs >= limit:
             break
         path = workdir / f"crash{runs}{Path(name).suffix or '.aten'}"
         path.write_text(text)
-        for tool in (["mind_opt", "--pass=to-triton"], ["mind_translate"]):
+        for tool in (["mind_opt", "--pass=to-triton"], ["mind_translate"], *_tool_of(route)):
             argv = [sys.executable, "-m", f"mind.tools.{tool[0]}", str(path), *tool[1:]]
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
             if "Traceback (most recent call last)" in proc.stderr or proc.returncode not in (0, 1):
@@ -388,13 +495,21 @@ def check_tools(report: Report, limit: int, workdir: Path) -> None:
         runs += 1
 
 
+def _tool_of(route: str) -> list[list[str]]:
+    """The command line that takes an input along `route`, where the two default runs do not."""
+    if route.startswith("pass:"):
+        return [["mind_opt", f"--pass={route.removeprefix('pass:')}"]]
+    return [["mind_translate", "--to=dot"]] if route == "draw" else []
+
+
 def render(report: Report) -> str:
     parts = [report.table()]
     if report.crashes:
         parts.append(f"{len(report.crashes)} distinct crash signature(s):\n")
-        for sig, (name, text, message) in sorted(report.crashes.items()):
+        for sig, (name, text, message, route) in sorted(report.crashes.items()):
+            count = report.crash_counts[sig]
             parts.append(
-                f"## {sig} ({report.crash_counts[sig]}x, from {name})\n{message}\n```\n{text}```\n"
+                f"## {sig} ({count}x, from {name} along {route})\n{message}\n```\n{text}```\n"
             )
     if report.tools:
         parts.append("tool runs that printed a traceback:\n" + "\n".join(report.tools) + "\n")

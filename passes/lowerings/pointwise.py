@@ -10,7 +10,7 @@ from mind.ir import dtypes as dt
 from mind.ir.dtypes import DType
 
 from . import Unsupported, register_lowering
-from .common import KIND, operand, promote
+from .common import KIND, is_tensor, operand, promote
 
 aten = torch.ops.aten
 ScalarFn = Callable[..., object]
@@ -87,7 +87,6 @@ SCALAR_TABLE = {
     "bitwise_right_shift": ("rshift", KIND.DEFAULT),
     "atan2": ("atan2", KIND.INT_TO_FLOAT),
     "copysign": ("copysign", KIND.INT_TO_FLOAT),
-    "pow": ("pow", KIND.BOOL_TO_LONG),
     "__lshift__": ("lshift", KIND.DEFAULT),
     "__rshift__": ("rshift", KIND.DEFAULT),
 }
@@ -200,13 +199,34 @@ _POW_BY_EXPONENT: dict[float, ScalarFn] = {
 }
 
 
-@register_lowering(aten.pow.Tensor_Scalar)
-def pow_scalar(ctx, x, exponent):
+def _pow_by_squaring(exponent: int) -> ScalarFn:
+    """x**exponent by multiplications (Inductor's pow_recursive), for an integer x: Triton's
+    pow takes floats only."""
+
+    def fn(b, x):
+        if exponent == 0:
+            return b.constant(1, x.type.dtype)
+        half = _pow_by_squaring(exponent // 2)(b, x)
+        square = b.mul(half, half)
+        return b.mul(square, x) if exponent % 2 else square
+
+    return fn
+
+
+@register_lowering(aten.pow, number_self=True)
+def pow_(ctx, x, exponent):
+    """As Inductor: small and integer exponents by multiplications, a float pow otherwise; an
+    integer power of a tensor exponent, or a negative one, runs in ATen (which raises where
+    eager does: no negative integer powers)."""
     compute = promote([x, exponent], KIND.BOOL_TO_LONG)
-    special = _POW_BY_EXPONENT.get(exponent)
-    if special is None or (exponent in (0.5, -1) and not compute.is_floating_point):
+    special = _POW_BY_EXPONENT.get(exponent) if not is_tensor(exponent) else None
+    if special is not None and (compute.is_floating_point or exponent not in (0.5, -1)):
+        return elementwise(ctx, [x], compute, special)
+    if compute.is_floating_point:
         return elementwise(ctx, [x, exponent], compute, _op("pow"))
-    return elementwise(ctx, [x], compute, special)
+    if is_tensor(x) and isinstance(exponent, int) and exponent >= 0:
+        return elementwise(ctx, [x], compute, _pow_by_squaring(exponent))
+    raise Unsupported("an integer power of a tensor exponent or a negative one")
 
 
 @register_lowering(torch.ops.prims.div, number_self=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import sympy
 import torch
 from mind.dialects.reductions import REDUCTIONS
 from mind.ir import dtypes as dt
@@ -118,8 +119,8 @@ def _var(ctx, x, dims, correction, keepdim):
 
     squares = reduce(ctx, x, dims, keepdim, "sum", acc, square_dev)
     correction = 1 if correction is None else correction
-    dof = n - correction
-    var = divide(ctx, squares, max(dof, 0) if isinstance(dof, int) else dof, ctx.outs[0].dtype)
+    dof = sympy.Max(sympy.sympify(n - correction), 0)  # as eager: no negative degrees (a NaN)
+    var = divide(ctx, squares, dof, ctx.outs[0].dtype)
     return var, total, n
 
 
