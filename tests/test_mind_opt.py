@@ -128,8 +128,9 @@ def test_list_passes_shows_every_option_with_its_default_and_meaning(capsys):
         assert f"  {name} " in out
         for f in cls.options():
             assert f.metadata.get("help"), f"option {f.name} of {name} says nothing"
-            line = next(x for x in out.splitlines() if f"{f.name.replace('_', '-')}=" in x)
-            assert str(f.default).lower() in line and f.metadata["help"] in line
+            option, meaning = f"{f.name.replace('_', '-')}=", f.metadata["help"]
+            lines = [x for x in out.splitlines() if option in x and meaning in x]
+            assert lines and str(f.default).lower() in lines[0], f"{name}: {f.name}"
 
 
 def test_readme_documents_every_option_and_environment_variable():
