@@ -338,12 +338,18 @@ def test_matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypat
     matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch)
 
 
+#: cases whose answer is ill-conditioned where the samples reach: erfcx(x) = 2 exp(x^2) - erfcx(-x)
+#: for x near -8 carries x^2's rounding (1e-6 relative) into a 1e28 result, so libdevice and
+#: torch's CUDA kernel differ there by 2e-6 (H200); assert_close's f32 default allows 1.3e-6
+TOLERANCES = {"special_erfcx": dict(rtol=1e-5, atol=1e-5)}
+
+
 def matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     fn, make = CASES[name]
     args = on_device(device, request, make())
     want = fn(*args)
     got, source = compiled(fn, *args, tmp_path=tmp_path, monkeypatch=monkeypatch)
-    torch.testing.assert_close(got, want, equal_nan=True)
+    torch.testing.assert_close(got, want, equal_nan=True, **TOLERANCES.get(name, {}))
     assert "@triton.jit" in source
     assert "torch.ops.aten" not in source  # no ATen call: every op ran in mind's kernels
 
