@@ -1,7 +1,7 @@
 """The persistent-reduction strategy: a row that fits (at most `persistent-max` elements, or
-`OUTER_PERSISTENT_MAX` for a reduction along strided memory) is reduced in registers, R0_BLOCK covering it whole. The body's phases (work that depends on k
-earlier reductions, see phases.py) run one after the other; what varies along r is recomputed
-in each phase that needs it."""
+`OUTER_PERSISTENT_MAX` for a reduction along strided memory) is reduced in registers, R0_BLOCK
+covering it whole. The body's phases (work that depends on k earlier reductions, see phases.py)
+run one after the other; what varies along r is recomputed in each phase that needs it."""
 
 from __future__ import annotations
 

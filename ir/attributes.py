@@ -113,6 +113,18 @@ def attr_key(value: Any) -> Hashable:
     return type(value), value
 
 
+def op_key(op: Operation) -> Hashable | None:
+    """What an op computes, hashable: equal for two ops exactly when their texts would be but
+    for their results' names (an op that repeats another computes its value again: CSE); None
+    where some attribute cannot be hashed."""
+    key = (op.name, attr_key(op.args), attr_key(dict(op.attrs)), tuple(r.type for r in op.results))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def body_key(block: Block) -> Hashable:
     """A hashable stand-in for a block's text up to the names of the values it defines (each is
     its number, in order of definition; values from outside stand for themselves): two bodies
@@ -125,9 +137,9 @@ def body_key(block: Block) -> Hashable:
     def block_key(b: Block) -> tuple:
         for arg in b.args:
             numbers[arg] = len(numbers)
-        return tuple(a.type for a in b.args), tuple(op_key(op) for op in b.ops)
+        return tuple(a.type for a in b.args), tuple(numbered_op(op) for op in b.ops)
 
-    def op_key(op: Operation) -> tuple:
+    def numbered_op(op: Operation) -> tuple:
         head = (op.name, op.symbol, attr_key(map_values(op.args, number)))
         attrs = attr_key(map_values(dict(op.attrs), number))
         for result in op.results:

@@ -37,6 +37,7 @@ from mind.ir.types import SymType, TensorType
 from mind.options import Options, pipeline_of, resolve_options
 from mind.progress import progress
 from mind.runtime import compile_pool
+from mind.runtime.launch import ALIGNMENT
 
 __all__ = ["MindFallbackWarning", "compile_aten_graph", "mind_backend", "register"]
 
@@ -141,8 +142,9 @@ def compile_aten_graph(
     traced: see passes/channels_last.py)."""
     options = options or Options()
     dump = GraphDump(symbol)
-    kw: dict[str, Any] = dict(options=options, aten=aot_gm, interpret=True, recording=None)
-    kw.update(uncacheable=_burned_floats())
+    kw: dict[str, Any] = dict(
+        options=options, aten=aot_gm, interpret=True, recording=None, uncacheable=_burned_floats()
+    )
     try:
         with gc_frozen():  # (a lazy backward compiles outside mind_backend's)
             graph = aten.import_graph(aot_gm, symbol)
@@ -314,7 +316,7 @@ def _aligned(x: object) -> bool:
     if not isinstance(x, torch.Tensor):
         return False
     offset = x.storage_offset()
-    return type(offset) is int and offset * x.element_size() % 16 == 0
+    return type(offset) is int and offset * x.element_size() % ALIGNMENT == 0
 
 
 def _static_inputs(graph: Operation) -> frozenset[int]:

@@ -19,10 +19,11 @@ generate and to compile, and dumps that read like the computation.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from mind.dialects.scheduled import Node
-from mind.ir.attributes import attr_key
+from mind.ir.attributes import op_key
 from mind.ir.core import Block, Operation
 
 from .manager import GraphPass
@@ -41,12 +42,12 @@ class CSE(GraphPass, name="cse", input="scheduled"):
 
 def eliminate_common(body: Block) -> bool:
     """Replace each op computing what an earlier op of `body` computes; whether any was."""
-    seen: dict[tuple, Operation] = {}
+    seen: dict[Hashable, Operation] = {}
     changed = False
     for op in list(body.ops):
         if not op.results or op.regions:
             continue
-        key = _key(op)
+        key = op_key(op)
         if key is None:
             continue
         first = seen.setdefault(key, op)
@@ -54,14 +55,3 @@ def eliminate_common(body: Block) -> bool:
             op.replace_by(list(first.results))
             changed = True
     return changed
-
-
-def _key(op: Operation) -> tuple | None:
-    """What the op computes, hashable (`attr_key`: equal exactly when the texts would be, so
-    0.0 and -0.0 differ); None for what cannot be compared (then it stays)."""
-    key = (op.name, attr_key(op.args), attr_key(dict(op.attrs)), tuple(r.type for r in op.results))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key

@@ -150,9 +150,12 @@ def kept_whole(a: Node, b: Node, shared: Join, sm_count: int) -> Refusal | None:
     400k elements: 2 programs). Inductor splits such reductions before fusing, so it never
     fuses them either. The row count decides (`split_factor` for `sm_count` SMs), not the
     reductions' kinds: a two-pass variance splits once welford merged it."""
-    xs, rs = shared.sizes
-    if not rs:
+    x, r = (product(s) for s in a.sizes)
+    if not a.sizes[1] or not isinstance(x * r, int):
         return None
+    if split_factor(x, r, is_inner(a), sm_count) <= 1:  # first: cheaper than the indices
+        return None
+    xs, rs = shared.sizes
     r_vars = {pvar(k) for k in range(len(xs), len(xs) + len(rs))}
 
     def along_r(index: IntLike, part: int) -> bool:
@@ -161,9 +164,6 @@ def kept_whole(a: Node, b: Node, shared: Join, sm_count: int) -> Refusal | None:
     per_row = {s.buffer for s in a.body.ops if isinstance(s, Store) and not along_r(s.index, 0)}
     reads_row = any(isinstance(op, Load) and op.source in per_row for op in b.body.ops)
     if not reads_row or not any(isinstance(s, Store) and along_r(s.index, 1) for s in b.body.ops):
-        return None
-    x, r = (product(s) for s in a.sizes)
-    if not isinstance(x * r, int) or split_factor(x, r, is_inner(a), sm_count) <= 1:
         return None
     return Refusal("split", (a.symbol, x, r, b.symbol))
 

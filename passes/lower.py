@@ -25,7 +25,7 @@ from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.scans import SCANS
 from mind.ir import dtypes as dt
-from mind.ir.attributes import attr_key
+from mind.ir.attributes import op_key
 from mind.ir.constraints import TENSOR
 from mind.ir.core import Block, Operation, Region, Value, fresh_name, iter_values, map_values
 from mind.ir.diagnostics import MindError, located
@@ -49,8 +49,8 @@ class BodyBuilder:
         self.seen: dict[Hashable, Value] | None = {} if dedupe else None
 
     def append(self, op: Operation) -> Value | None:
-        if self.seen is not None and op.results:
-            key = (op.name, attr_key(op.args), attr_key(dict(op.attrs)), op.result.type)
+        key = op_key(op) if self.seen is not None and op.results else None
+        if key is not None:
             if key in self.seen:
                 op.erase()
                 return self.seen[key]

@@ -52,7 +52,7 @@ log = channel("launch")
 
 def workers() -> int:
     """`MIND_COMPILE_WORKERS`, or half the CPUs (at most 8): the loading process compiles too,
-    and a crowd of workers starting at once would slow its tracing down. None without `fork`."""
+    and a crowd of workers starting at once would slow its tracing down. 0 without `fork`."""
     value = os.environ.get("MIND_COMPILE_WORKERS")
     wanted = int(value) if value else min(8, (os.cpu_count() or 1) // 2)
     return wanted if hasattr(os, "fork") else 0
@@ -131,14 +131,14 @@ class Batch:
         workers compile others), and tune each of `tuned` once its candidates are compiled. A
         kernel that failed is compiled again, here, when it binds, and reports its error then."""
         bar = bar or Silent()
-        pending, handed = list(tuned), 0
+        pending, handed, done = list(tuned), 0, set()
         position = {id(b): i for i, b in enumerate(self.bindings)}
         changed = self.pool.changed
         while True:
             index = None
             with changed:
                 fresh, handed = self.finished[handed:], len(self.finished)
-                done = set(self.finished)
+                done.update(fresh)
                 ready = [t for t in pending if all(position[id(b)] in done for b in t.bindings)]
                 if not fresh and not ready:
                     if self.todo:

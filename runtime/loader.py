@@ -75,13 +75,13 @@ def _import(
             bindings = _execute(module, text, filename, source)
         batch = None if interpret else submit(module_name, text, filename, bindings)
         finish = functools.partial(bind_kernels, module, source, batch, interpret)
-        if batch is None or pending is None:
+        if batch is not None and pending is not None:
+            pending.append(finish)  # bound at the end of the overlapped block
+        else:
             finish(raising=True)
     except BaseException:
         del sys.modules[module_name]
         raise
-    if batch is not None and pending is not None:
-        pending.append(finish)
     if interpret:
         run_interpreted(module)
     wrap_call(module, source)
