@@ -40,6 +40,7 @@ from mind.ir.constraints import (
 )
 from mind.ir.core import Block, Operation, Region, Value, map_values
 from mind.ir.diagnostics import MindError, located
+from mind.ir.logs import quiet
 from mind.ir.opdef import (
     ArgField,
     Field,
@@ -191,17 +192,6 @@ def _check_result_types(op: Operation) -> None:
         if len(_CONFIRMED) >= _CONFIRMED_MAX:
             _CONFIRMED.clear()
         _CONFIRMED.add(key)
-
-
-@contextmanager
-def quiet(logger: logging.Logger) -> Iterator[None]:
-    """Mute a torch logger that prints, traceback and all, the error reported here instead."""
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 @contextmanager

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 ROOT = "mind"
 #: channel -> what it says (`mind-opt --help`, the README)
@@ -83,3 +85,14 @@ def set_logs(spec: str) -> None:
 
 if os.environ.get("MIND_LOGS"):  # else leave the loggers as the program configured them
     set_logs(os.environ["MIND_LOGS"])
+
+
+@contextmanager
+def quiet(logger: logging.Logger) -> Iterator[None]:
+    """Mute a (torch) logger that prints, traceback and all, an error mind reports instead."""
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from mind.ir.core import Operation
 from mind.ir.diagnostics import MindError
+from mind.ir.logs import quiet
 from mind.ir.types import SymType, TensorType, contiguous_strides
 
 from .manager import GraphPass
@@ -246,7 +247,6 @@ class ToAten(GraphPass, name="to-aten", input="fx", output="aten"):
     def run_graph(self, graph: Operation) -> list[Operation]:
         import torch
         from mind.dialects import fx
-        from mind.dialects.aten import quiet
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         gm = fx.export_graph(graph)
