@@ -179,7 +179,8 @@ def flat_offset(value: Value, index: Access) -> IntLike:
 
 def simplify_index(expr: IntLike) -> IntLike:
     """Expand to a sum of terms (`128*p0 + p1`) and fold `c*floor(x/c) + Mod(x, c)` back into
-    `x`, the pair that a reshape of a contiguous buffer leaves behind."""
+    `x`, the pair that a reshape of a contiguous buffer leaves behind (x may itself be a floor:
+    two reshapes in a row leave `384*floor(p/384) + 64*Mod(floor(p/64), 6) + Mod(p, 64)`)."""
     return expr if isinstance(expr, int) or expr in _SIMPLE else _simplify_index(expr)
 
 
@@ -198,6 +199,12 @@ def _simple(expr: IntLike) -> IntLike:
     return expr
 
 
+def _floor_div(x: sympy.Expr, c: sympy.Integer) -> sympy.Expr:
+    """floor(x / c), with floor(floor(y) / c) as floor(y / c) (equal for c > 0), the form
+    sympy keeps for a floor of a floor."""
+    return sympy.floor((x.args[0] if isinstance(x, sympy.floor) and c > 0 else x) / c)
+
+
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _simplify_index(expr: sympy.Expr) -> IntLike:
     expr = sympy.expand(expr)
@@ -210,7 +217,7 @@ def _simplify_index(expr: sympy.Expr) -> IntLike:
             if not isinstance(rest, sympy.Mod) or not rest.args[1].is_Integer:
                 continue
             x, c = rest.args
-            partner = coeff * c * sympy.floor(x / c)
+            partner = coeff * c * _floor_div(x, c)
             if partner in terms:
                 expr = sympy.expand(expr - term - partner + coeff * x)
                 changed = True

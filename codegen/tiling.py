@@ -95,9 +95,15 @@ def _accesses(node: Operation) -> list[sympy.Expr]:
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
 def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
+    """Whether stepping p<dim> steps `expr` by one element. Where `expr` is not linear in it (a
+    reshape's floor and Mod, a cat's offsets), the step from the origin decides, as Inductor's
+    stride hints do: `Mod(p1, 64) + 384*floor(p1/384)` steps by one."""
     var = sym(f"p{dim}")
     linear = linear_coefficients(expr, (var,))
-    return (linear[var] if linear is not None else sympy.diff(expr, var)) == 1
+    if linear is not None:
+        return linear[var] == 1
+    origin = {s: 0 for s in expr.free_symbols if re.fullmatch(r"p\d+", s.name)}
+    return expr.xreplace({**origin, var: 1}) - expr.xreplace(origin) == 1
 
 
 def _tile_split(node: Operation, nx: int) -> int | None:

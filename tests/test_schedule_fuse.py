@@ -208,6 +208,32 @@ def test_renaming_index_variables_gives_what_substituting_gives(index):
         assert sympy.srepr(got) == sympy.srepr(simplify_index(expr.xreplace(mapping)))
 
 
+@pytest.mark.parametrize(
+    "index, simple",
+    [
+        ("64*floor(p0/64) + Mod(p0, 64)", "p0"),
+        # two reshapes in a row ([.., 3, 6, 64] -> [.., 1152]): a floor of a floor
+        ("384*floor(p1/384) + 64*Mod(floor(p1/64), 6) + Mod(p1, 64)", "p1"),
+        (
+            "226944*floor(p0/197) + 1152*Mod(p0, 197) + 384*floor(p1/384)"
+            " + 64*Mod(floor(p1/64), 6) + Mod(p1, 64)",
+            "1152*p0 + p1",
+        ),
+        # no partner: left as it is
+        ("64*Mod(floor(p1/64), 6) + Mod(p1, 64)", "64*Mod(floor(p1/64), 6) + Mod(p1, 64)"),
+    ],
+)
+def test_reshapes_fold_back_into_their_index(index, simple):
+    """A reshape of a contiguous buffer leaves `c*floor(x/c) + Mod(x, c)`, which is x; so does a
+    reshape of a reshape, whose floor of a floor is one floor (the ViT attention backward's
+    q, k, v gradients, stacked and viewed as [6304, 1152], are a reinterpret)."""
+    from mind.analysis.loops import simplify_index
+
+    names = {n: sym(n) for n in ("p0", "p1")}
+    got = simplify_index(sympy.sympify(index, locals=names))
+    assert got == sympy.sympify(simple, locals=names)
+
+
 def test_what_is_not_a_renaming():
     """Where evaluating again could change the form, `renaming` says no: a symbol to an
     expression, two to one, an order changed (among the renamed, or against a symbol left),

@@ -172,3 +172,27 @@ def test_a_node_storing_no_reduced_value_is_not_split():
 """  # noqa: E501
     source = emit(run_pipeline(mind.parse(text), "to-triton"))
     assert source.count("@triton.jit") == 1
+
+
+def test_a_column_sum_read_through_a_reshape_splits():
+    """The column sum of three stacked [8192, 64] gradients: its index steps memory along x by
+    floor and Mod (not linear in p0), and the step from the origin says it reads along x, a
+    column sum (not a row read along r): it splits, as an affine one does."""
+    from mind.passes import run_pipeline
+    from mind.target.triton import emit
+
+    import mind
+
+    text = """scheduled.graph @stacked_bias_grad(%arg0_1: bf16[3, 8192, 64][524288, 64, 1]cuda:0) {
+  %buf0 = scheduled.node @op0 {sizes = ([192], [8192]), device = cuda:0, origins = ["sum"], writes = [(%buf0, c0, {c0: 192})], met = [], unmet = []} : bf16[192][1]cuda:0 {
+    %0 = scheduled.load(%arg0_1, Mod(p0, 64) + 64*p1 + 524288*floor(p0/64)) : bf16
+    %1 = scheduled.cast(%0) : f32
+    %2 = scheduled.reduction(%1) {reduction_type = "sum"} : f32
+    %3 = scheduled.cast(%2) : bf16
+    scheduled.store(%buf0, p0, %3)
+  }
+  scheduled.output(%buf0)
+}
+"""  # noqa: E501
+    source = emit(run_pipeline(mind.parse(text), "to-triton"))
+    assert source.count("@triton.jit") == 2
