@@ -4,11 +4,12 @@ A compiled graph's call runs once as a warm-up, then is recorded with torch's ow
 (`torch.cuda.CUDAGraph` into a private memory pool) and replayed: one replay instead of every
 launch, allocation and ATen call of the wrapper.
 
-Inputs: parameters, buffers and tensors that live in a recording's memory (the outputs of an
-earlier graph, such as the activations a forward saved for its backward) are read where they
-are, so the recording is bound to their addresses (and holds no reference to them: it replays
-only for callers that pass tensors at those addresses); every other input is copied into storage
-the recording owns before each replay. A call whose bound inputs moved uses another recording of
+Inputs: parameters, buffers and tensors that live in memory that stays put (a recording's
+outputs, such as the activations a forward saved for its backward, and the storage of an input
+some recording bound, such as the transposed weight a backward reads, a view of a parameter)
+are read where they are, so the recording is bound to their addresses (and holds no reference
+to them: it replays only for callers that pass tensors at those addresses); every other input
+is copied into storage the recording owns before each replay, all in one `_foreach_copy_`. A call whose bound inputs moved uses another recording of
 the same shape, or records one. A 0-d CPU tensor is read by value (kernels take it as a scalar
 argument), so a recording holds the value it was recorded with: the caller keys recordings by
 those values as by shapes (mind/compiled.py).
@@ -50,8 +51,9 @@ def count(outcome: str) -> None:
 
 Call = Callable[[list], Sequence]
 
-#: data pointers of the output storages of every recording: memory whose address stays put
-_RECORDED_STORAGES: set[int] = set()
+#: data pointers of storages whose address stays put: every recording's outputs, and the
+#: storages of the inputs recordings bound (parameters, buffers, and views of them)
+_STAY_PUT: set[int] = set()
 
 
 class MindCudaGraphWarning(UserWarning):
@@ -72,8 +74,8 @@ class Recording:
     """One captured call: the graph, the arguments it reads, the outputs it writes."""
 
     graph: torch.cuda.CUDAGraph
-    #: the static copies of the copied inputs the capture read (None for the others)
-    args: list
+    #: the memory of the static copies of the copied inputs the capture read
+    targets: list[torch.Tensor]
     copied: list[int]
     #: per input, the data pointer the recording is bound to (None where it copies)
     pointers: list[int | None]
@@ -94,8 +96,8 @@ class Recording:
         return torch._C._tensors_data_ptrs_at_indices_equal(args, self.pointers, self.bound)
 
     def replay(self, args: list) -> list:
-        for i in self.copied:
-            _flat(self.args[i]).copy_(_flat(args[i]))
+        if self.copied:
+            torch._foreach_copy_(self.targets, [_flat(args[i]) for i in self.copied])
         self.graph.replay()
         return [_output(spec, args) for spec in self.outputs]
 
@@ -190,11 +192,12 @@ class CudaGraphs:
             return self.call(args)
         pointers = [args[i].data_ptr() if i in bound else None for i in range(len(args))]
         specs = [_output_spec(out, captured) for out in outputs]
-        kept = [a if i in copied else None for i, a in enumerate(captured)]
-        recording = Recording(graph, kept, copied, pointers, bound, specs)
+        targets = [_flat(captured[i]) for i in copied]
+        recording = Recording(graph, targets, copied, pointers, bound, specs)
         owned = [o for o, spec in zip(outputs, specs) if spec[0] == "out" and spec[2] is not None]
         recording.storages = [StorageWeakRef(out.untyped_storage()) for out in owned]
-        _RECORDED_STORAGES.update(out.untyped_storage().data_ptr() for out in owned)
+        _STAY_PUT.update(out.untyped_storage().data_ptr() for out in owned)
+        _STAY_PUT.update(args[i].untyped_storage().data_ptr() for i in bound)
         del outputs, owned
         recording.baseline = [torch._C._storage_Use_Count(ref.cdata) for ref in recording.storages]
         recordings.append(recording)
@@ -208,7 +211,7 @@ class CudaGraphs:
         return (
             index in self.static_inputs
             or isinstance(arg, torch.nn.Parameter)
-            or arg.untyped_storage().data_ptr() in _RECORDED_STORAGES
+            or arg.untyped_storage().data_ptr() in _STAY_PUT
         )
 
 

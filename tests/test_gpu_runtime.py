@@ -182,6 +182,35 @@ def test_training_step_records_forward_and_backward(replays):
     assert replays["replays"] >= 4
 
 
+def test_backward_reads_views_of_parameters_in_place(monkeypatch):
+    """The transposed weight a backward reads is a view of a parameter: it stays put, so the
+    recording binds it rather than copying it before every replay; x and the loss's gradient
+    are copied."""
+    copied = []
+    replay = cudagraphs.Recording.replay
+
+    def spied(self, args):
+        copied.extend(args[i] for i in self.copied)
+        return replay(self, args)
+
+    monkeypatch.setattr(cudagraphs.Recording, "replay", spied)
+    model = torch.nn.Linear(64, 64, device="cuda")
+    compiled = torch.compile(
+        lambda x: model(x).relu().sum(), backend="mind", mode="reduce-overhead"
+    )
+    x = torch.randn(8, 64, device="cuda", requires_grad=True)
+    with no_fallback():
+        for _ in range(4):
+            x.grad = None
+            compiled(x).backward()
+    got = x.grad
+    x.grad = None
+    model(x).relu().sum().backward()
+    torch.testing.assert_close(got, x.grad)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    assert copied and not [a for a in copied if a.untyped_storage().data_ptr() in params]
+
+
 def test_new_shapes_record_up_to_the_bound(replays):
     compiled = torch.compile(
         lambda x: torch.softmax(x, -1) * 2,
