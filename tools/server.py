@@ -4,10 +4,11 @@ what a tool's run imports once, then forks a child for each run that a tool star
 `MIND_TOOL_SERVER=<socket>` hands it: the child takes the tool's arguments, working directory,
 umask, environment and standard streams, runs the tool and sends back its exit status.
 
-Each child is the server's state right after its imports, as a new process would be after its
-own: no run sees another's. Imports read the environment, so the server runs only tools whose
-environment is its own, but for the variables it is told may differ (`--per-run-env`); it
-refuses any other, and the tool runs in its own process as it would without a server.
+Each child is the server's state right after its imports (and the parser they would build), as
+a new process would be after its own: no run sees another's. Imports read the environment, so
+the server runs only tools whose environment is its own, but for the variables it is told may
+differ (`--per-run-env`); it refuses any other, and the tool runs in its own process as it would
+without a server. A tool that is interrupted stops waiting; the run it handed over finishes.
 
     python -m mind.tools.server /tmp/mind.sock &    # until the process that started it ends
     MIND_TOOL_SERVER=/tmp/mind.sock mind-opt input.aten --pass=lower
@@ -86,7 +87,10 @@ def serve(path: str, per_run_env: set[str]) -> None:
     """Listen on `path`, import what the tools import, then fork a child for each request until
     the process that started the server ends."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)  # before the imports: a tool started meanwhile waits for them
+    try:
+        listener.bind(path)  # before the imports: a tool started meanwhile waits for them
+    except OSError as exc:
+        raise SystemExit(f"mind.tools.server: cannot listen on '{path}': {exc.strerror}") from None
     listener.listen(64)
     listener.settimeout(1.0)
     parent = os.getppid()
@@ -116,6 +120,8 @@ def _warm() -> None:
 
     prepare()
     gc.freeze()  # a child's collections skip what it inherits: no copy of every page it holds
+    for stream in (sys.stdout, sys.stderr):  # nothing an import wrote goes out with a child's
+        stream.flush()
 
 
 def _reap() -> None:
