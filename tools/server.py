@@ -44,6 +44,7 @@ WARM = (
     "mind.target.triton",
 )
 _HEADER = struct.Struct("!Q")  # the length of the request's JSON
+_TAKEN = b"running\n"  # a child's first word: from here on, the run is the server's
 _STREAMS = (0, 1, 2)
 
 
@@ -65,21 +66,26 @@ def run_on_server(tool: str) -> int | None:
                 [_HEADER.pack(len(request))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
             )
             conn.sendall(request)
-            reply = _read_all(conn)  # to the end: the child has exited, its output is written
+            reply = _read_all(conn)
     except OSError:
         return None  # no server (any more): nothing ran
-    if reply == b"refused":
-        return None
-    if not reply.startswith(b"exit "):
+    if not reply.startswith(_TAKEN):
+        return None  # refused, or the server went before it took the run: nothing ran
+    status = reply[len(_TAKEN) :]
+    if not status.startswith(b"exit "):
         sys.stderr.write(f"{tool}: the tool server's run of it ended without an exit status\n")
         return 1
-    return int(reply[len(b"exit ") :])
+    return int(status[len(b"exit ") :])
 
 
 def _read_all(conn: socket.socket) -> bytes:
+    """All the server sends, to the end: then the child has exited and its output is written."""
     parts = []
-    while part := conn.recv(4096):
-        parts.append(part)
+    try:
+        while part := conn.recv(4096):
+            parts.append(part)
+    except OSError:
+        pass  # the connection broke: what came is all there is
     return b"".join(parts)
 
 
@@ -140,8 +146,8 @@ def _child(conn: socket.socket, baseline: dict, per_run_env: set[str]) -> None:
         conn.settimeout(None)
         request, fds = _receive(conn)
         if _without(request["env"], per_run_env) != baseline:
-            conn.sendall(b"refused")
-            os._exit(0)
+            os._exit(0)  # refused: the tool runs itself
+        conn.sendall(_TAKEN)
         for name in per_run_env:  # the rest is the server's: what its imports set too
             if name in request["env"]:
                 os.environ[name] = request["env"][name]
