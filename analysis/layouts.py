@@ -12,16 +12,14 @@ slowly than the other (`pick_loop_order`), size-1 dims last, ties keeping the co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from fractions import Fraction
 from functools import cmp_to_key
 
-from mind.dialects.loops import Load, Pointwise, is_buffer
 from mind.ir.core import Operation
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import contiguous_strides
 
-from .loops import Index, body_ops, compose_view, flat_offset, producer, pvar, pvars, substitute
+from .loops import element_reads, pvar, pvars, substitute
 
 Strides = tuple[IntLike, ...]
 
@@ -32,7 +30,8 @@ def read_strides(node: Operation) -> Strides:
     shape = node.result.type.shape
     if not all(isinstance(n, int) for n in shape):
         return contiguous_strides(shape)
-    found = [_steps(offset, shape) for offset in _offsets(node, pvars(0, len(shape)))]
+    reads = element_reads(node.result, pvars(0, len(shape)))
+    found = [_steps(offset, shape) for _, offset in reads]
     steps = [s for s in found if s is not None]
     if not steps:
         return contiguous_strides(shape)
@@ -53,28 +52,6 @@ def _steps(offset: IntLike, shape: tuple[int, ...]) -> list[Fraction] | None:
             return None
         found.append(Fraction(moved, max(n - 1, 1)))
     return found
-
-
-def _offsets(node: Operation, index: Index) -> Iterator[IntLike]:
-    """The flat offsets of the buffer elements `node` reads for its element at `index` (the
-    r loop variables of a reduction at 0): loads from buffers, through views, and the reads of
-    the unrealized nodes it inlines."""
-    mapping = {pvar(k): e for k, e in enumerate(index)}
-    mapping.update({pvar(k): 0 for k in range(len(index), len(index) + _r_dims(node))})
-    for load in body_ops(node, Load):
-        if not isinstance(load.index, list):  # a buffer's flat offset
-            yield substitute(load.index, mapping)
-            continue
-        at = [substitute(e, mapping) for e in load.index]
-        base, at, _ = compose_view(load.source, at)
-        if is_buffer(base):
-            yield flat_offset(base, at)
-        elif isinstance(producer(base), Pointwise):
-            yield from _offsets(producer(base), at)
-
-
-def _r_dims(node: Operation) -> int:
-    return len(getattr(node, "reduction_ranges", None) or ())
 
 
 def fill_order(steps: list[list[int]], sizes: list[int]) -> list[int]:
