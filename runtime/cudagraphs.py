@@ -100,7 +100,12 @@ class Recording:
 
     def replay(self, args: list) -> list:
         if self.copied:
-            torch._foreach_copy_(self.targets, [_flat(args[i]) for i in self.copied])
+            # the inputs' layouts are the recording's (guarded): each spans its target's length
+            sources = [
+                reinterpret_tensor(args[i], t.shape, (1,), 0)
+                for i, t in zip(self.copied, self.targets)
+            ]
+            torch._foreach_copy_(self.targets, sources)
         self.graph.replay()
         if self.written:
             copied = [self.copied[k] for k in self.written]
