@@ -107,10 +107,9 @@ class Recording:
             ]
             torch._foreach_copy_(self.targets, sources)
         self.graph.replay()
-        if self.written:
-            copied = [self.copied[k] for k in self.written]
+        if self.written:  # the inputs the graph overwrote, back where the caller has them
             torch._foreach_copy_(
-                [_flat(args[i]) for i in copied], [self.targets[k] for k in self.written]
+                [sources[k] for k in self.written], [self.targets[k] for k in self.written]
             )
         return [_output(spec, args) for spec in self.outputs]
 
