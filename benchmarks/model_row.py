@@ -10,6 +10,7 @@ second (see `workers.TimingLock`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import traceback
 import warnings
@@ -88,9 +89,25 @@ def compiled(module: nn.Module, backend: str) -> Callable:
     return torch.compile(module, backend=name, mode=mode)
 
 
+@functools.cache
+def _loss_weights(shape: tuple[int, ...], device: str) -> torch.Tensor:
+    """A fixed random tensor of the output's shape: the same in every row and process."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(device)
+
+
+def loss(out: torch.Tensor) -> torch.Tensor:
+    """mean(out * W), W fixed random weights (`_loss_weights`), in fp32 or wider: every element
+    of the output gets a gradient of its own, W / out.numel(). Not mean(out**2): of a model whose
+    output is normalized (a LayerNorm or RMSNorm with unit weight, as GPT-2's, BERT's and Llama's
+    are at random init) that is constant up to the norm's eps, and the gradients upstream of the
+    norm are rounding noise, which no check can tell from a wrong gradient."""
+    wide = torch.promote_types(out.dtype, torch.float32)
+    return (out.to(wide) * _loss_weights(tuple(out.shape), str(out.device)).to(wide)).mean()
+
+
 def stepper(task: Task, module: nn.Module, fn: Callable, inputs: tuple) -> Callable[[], object]:
     """One inference call (no grad), or one training step: zeroed (None) gradients, forward, a
-    loss on the output (mean of squares, in fp32), backward. Returns the model's output."""
+    loss on the output (`loss`), backward. Returns the model's output."""
     if task.mode == "infer":
 
         def infer() -> torch.Tensor:
@@ -102,7 +119,7 @@ def stepper(task: Task, module: nn.Module, fn: Callable, inputs: tuple) -> Calla
     def train() -> torch.Tensor:
         module.zero_grad(set_to_none=True)
         out = primary(fn(*inputs))
-        out.float().pow(2).mean().backward()
+        loss(out).backward()
         return out
 
     return train

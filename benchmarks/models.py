@@ -42,8 +42,11 @@ PACKAGES = ("torch", "triton", "transformers", "timm", "torchvision")
 NOTES = (
     "wall ms: median over many calls of one call's wall time, the device synchronized before and"
     " after each call (at least {min_reps} calls, more while {budget_s} s last), after warm-up."
-    " A training call is one step: gradients set to None, forward, loss = mean(out.float()**2),"
-    " backward. The loss is eager code outside the compiled model, as in a training loop.",
+    " A training call is one step: gradients set to None, forward, loss = mean(out.float() * W)"
+    " with W a fixed random tensor of the output's shape, backward. The loss is eager code"
+    " outside the compiled model, as in a training loop. (Not mean(out**2): of an output that"
+    " ends in a LayerNorm or RMSNorm, as GPT-2's, BERT's and Llama's do, that is constant up to"
+    " the norm's eps, and every gradient upstream of the norm would be rounding noise.)",
     "GPU ms: the device time of one call, summed over the profiler's device events (kernels,"
     " copies, fills). kernels: the profiler's device events of one call that are kernels."
     " host ms: wall ms - GPU ms, the part of a call the GPU spends waiting for the host (Python,"
