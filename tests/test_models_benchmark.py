@@ -190,8 +190,8 @@ def test_errors_are_relative_to_the_largest_eager_value():
 
 def scaled_backend(forward: float = 1.0, backward: float = 1.0) -> Callable:
     """A torch.compile backend that is wrong on purpose: it runs the graphs AOTAutograd traces as
-    they are, the floating outputs of the forward (or inference) graphs times `forward`, of the
-    backward graphs (the gradients) times `backward`."""
+    they are, and multiplies the tensors that its forward (or inference) graphs return by
+    `forward`, and those its backward graphs return (the gradients) by `backward`."""
 
     def times(factor: float) -> Callable:
         def compile(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
