@@ -56,9 +56,9 @@ REFERENCE_DTYPE = torch.float64
 # error plus a floor. Inductor's checker (torch._dynamo.utils.same) takes 2 for fp32, and 3 for
 # bf16 and for tensors of under 1000 elements; here 3 for all: on the --small CPU configs the
 # compiled fp32 ResNet's gradients reach 1.9 times eager's error, Inductor's and mind's alike.
-# A gradient off by 2x has an error as large as the gradient: 1 / eager's relative error times
-# eager's, about 5 for the small ResNet in bf16 (its batch norms' gradients are 20% off in eager),
-# hundreds for the transformers in bf16, millions in fp32.
+# A gradient off by 2x has an error as large as the gradient: 1 / (eager's relative error on it)
+# times eager's, about 5 on the small ResNet's deepest batch norms in bf16 (20% off in eager),
+# hundreds elsewhere in bf16, millions in fp32.
 MULTIPLIER = 3.0
 # The floor: FLOOR times the dtype's epsilon times the tensor's own reference RMS, or times
 # FLOOR_SHARE of the largest reference RMS among the tensors of its kind (output, gradients) if
