@@ -175,6 +175,10 @@ def aten_graphs(
             bw_compiler=backward,
             partition_fn=min_cut_rematerialization_partition,
             decompositions=decompositions(),
+            # mutated inputs (batch norm's running stats) are overwritten by the graph, as
+            # Inductor asks: `copy_` into the input, which the kernel computing the new value
+            # stores into, not a copy AOTAutograd's wrapper makes after the call
+            keep_inference_input_mutations=True,
         )(gm, inputs)
     return compiled, graphs
 

@@ -9,7 +9,8 @@ outputs, such as the activations a forward saved for its backward, and the stora
 some recording bound, such as the transposed weight a backward reads, a view of a parameter)
 are read where they are, so the recording is bound to their addresses (and holds no reference
 to them: it replays only for callers that pass tensors at those addresses); every other input
-is copied into storage the recording owns before each replay, all in one `_foreach_copy_`. A call whose bound inputs moved uses another recording of
+is copied into storage the recording owns before each replay, all in one `_foreach_copy_` (and
+back after it, where the graph overwrites the input). A call whose bound inputs moved uses another recording of
 the same shape, or records one. A 0-d CPU tensor is read by value (kernels take it as a scalar
 argument), so a recording holds the value it was recorded with: the caller keys recordings by
 those values as by shapes (mind/compiled.py).
@@ -77,6 +78,8 @@ class Recording:
     #: the memory of the static copies of the copied inputs the capture read
     targets: list[torch.Tensor]
     copied: list[int]
+    #: of `copied`, the positions of the inputs the graph overwrites: copied back after a replay
+    written: list[int]
     #: per input, the data pointer the recording is bound to (None where it copies)
     pointers: list[int | None]
     bound: list[int]
@@ -104,6 +107,11 @@ class Recording:
             ]
             torch._foreach_copy_(self.targets, sources)
         self.graph.replay()
+        if self.written:
+            copied = [self.copied[k] for k in self.written]
+            torch._foreach_copy_(
+                [_flat(args[i]) for i in copied], [self.targets[k] for k in self.written]
+            )
         return [_output(spec, args) for spec in self.outputs]
 
 
@@ -126,9 +134,11 @@ class CudaGraphs:
         shape_key: Callable[[list], object],
         max_shapes: int,
         max_recordings: int,
+        overwritten: set[int] = frozenset(),
     ):
         self.call, self.name = call, name
         self.static_inputs = static_inputs
+        self.overwritten = overwritten
         self.shape_key = shape_key
         self.max_shapes, self.max_recordings = max_shapes, max_recordings
         self.recordings: dict[object, list[Recording]] = {}
@@ -198,7 +208,8 @@ class CudaGraphs:
         pointers = [args[i].data_ptr() if i in bound else None for i in range(len(args))]
         specs = [_output_spec(out, captured) for out in outputs]
         targets = [_flat(captured[i]) for i in copied]
-        recording = Recording(graph, targets, copied, pointers, bound, specs)
+        written = [k for k, i in enumerate(copied) if i in self.overwritten]
+        recording = Recording(graph, targets, copied, written, pointers, bound, specs)
         owned = [o for o, spec in zip(outputs, specs) if spec[0] == "out" and spec[2] is not None]
         recording.storages = [StorageWeakRef(out.untyped_storage()) for out in owned]
         _STAY_PUT.update(out.untyped_storage().data_ptr() for out in owned)
