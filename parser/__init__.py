@@ -42,6 +42,15 @@ def _lark() -> Lark:
     return parser
 
 
+def prepare() -> None:
+    """Build now what parsing builds on first use: the parser, and the scanner of each state of its
+    contextual lexer (lark compiles one as a parse first reaches the state). For a process that
+    forks parsers (tools/server.py), so that no fork builds them again."""
+    lexer = _lark().parser.lexer
+    for state in getattr(lexer, "lexers", {}).values():
+        state.scanner  # noqa: B018  (a property: built on first use)
+
+
 def parse(
     text: str, filename: str = "<string>", line_offset: int = 0, verify_ir: bool = True
 ) -> Module:

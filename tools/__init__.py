@@ -22,6 +22,8 @@ ENVIRONMENT = {
     "CUDA launcher) instead of Triton's; not yet the default",
     "MIND_TRACEBACK": "mind-opt and mind-translate print an internal error (a bug in mind) with "
     "its Python traceback",
+    "MIND_TOOL_SERVER": "the socket of a warm server (python -m mind.tools.server) that runs "
+    "mind-opt and mind-translate without their seconds of imports",
 }
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import VersionAction, environment_help, logs_configured
 from .internal import Progress, internal_error
+from .server import run_on_server
 from .textio import read_input, write_output
 
 if TYPE_CHECKING:
@@ -193,6 +194,8 @@ def report(chunk: Chunk, filename: str, verify: bool) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and (code := run_on_server("mind-opt")) is not None:
+        return code  # a warm server ran it (server.py)
     args = build_parser().parse_args(argv)  # before any import: `--help` answers at once
     if not logs_configured("mind-opt"):
         return 2

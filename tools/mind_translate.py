@@ -21,6 +21,7 @@ import sys
 
 from . import VersionAction, environment_help, logs_configured
 from .internal import Progress, internal_error
+from .server import run_on_server
 from .textio import read_input, write_output
 
 #: the passes each target runs on the input (earlier stages get their conversions first)
@@ -96,6 +97,8 @@ def draw(text: str, filename: str, pipeline: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and (code := run_on_server("mind-translate")) is not None:
+        return code  # a warm server ran it (server.py)
     args = build_parser().parse_args(argv)  # before any import: `--help` answers at once
     if not logs_configured("mind-translate"):
         return 2
