@@ -52,9 +52,21 @@ def count(outcome: str) -> None:
 
 Call = Callable[[list], Sequence]
 
-#: data pointers of storages whose address stays put: every recording's outputs, and the
-#: storages of the inputs recordings bound (parameters, buffers, and views of them)
-_STAY_PUT: set[int] = set()
+#: storages whose address stays put, by data pointer: every recording's outputs, and the
+#: storages of the inputs recordings bound (parameters, buffers, and views of them); held weakly,
+#: so that memory freed and handed to another tensor at the same address does not count
+_STAY_PUT: dict[int, StorageWeakRef] = {}
+
+
+def _stays_put(t: torch.Tensor) -> bool:
+    ref = _STAY_PUT.get(t.untyped_storage().data_ptr())
+    return ref is not None and not ref.expired()
+
+
+def _stay_put(tensors: list[torch.Tensor]) -> None:
+    for t in tensors:
+        storage = t.untyped_storage()
+        _STAY_PUT[storage.data_ptr()] = StorageWeakRef(storage)
 
 
 class MindCudaGraphWarning(UserWarning):
@@ -211,8 +223,7 @@ class CudaGraphs:
         recording = Recording(graph, targets, copied, written, pointers, bound, specs)
         owned = [o for o, spec in zip(outputs, specs) if spec[0] == "out" and spec[2] is not None]
         recording.storages = [StorageWeakRef(out.untyped_storage()) for out in owned]
-        _STAY_PUT.update(out.untyped_storage().data_ptr() for out in owned)
-        _STAY_PUT.update(args[i].untyped_storage().data_ptr() for i in bound)
+        _stay_put(owned + [args[i] for i in bound])
         del outputs, owned
         recording.baseline = [torch._C._storage_Use_Count(ref.cdata) for ref in recording.storages]
         recordings.append(recording)
@@ -223,11 +234,7 @@ class CudaGraphs:
         """Whether the recording reads input `index` where it is rather than from a copy."""
         if not isinstance(arg, torch.Tensor):
             return False
-        return (
-            index in self.static_inputs
-            or isinstance(arg, torch.nn.Parameter)
-            or arg.untyped_storage().data_ptr() in _STAY_PUT
-        )
+        return index in self.static_inputs or isinstance(arg, torch.nn.Parameter) or _stays_put(arg)
 
 
 def _output_spec(out, captured: list) -> tuple:
