@@ -141,6 +141,8 @@ def node_deps(op: Node) -> dict[str, list[Dep]]:
     if op.updates is not None:  # the whole buffer, before any of its elements is updated
         loads.append((op.updates, buffer_dep(op.updates)))
     met, unmet = split_reads(loads)
+    own = set(op.results)  # its buffers' writes first, then the graph inputs it overwrites
+    writes.sort(key=lambda dep: dep[0] not in own)
     return {"writes": writes, "unmet": unmet, "met": met}
 
 

@@ -1,7 +1,8 @@
 """The layout of a realized node that nothing fixes (no call or output needs it laid out so):
 the order its reads step through memory, as Inductor's `ComputedBuffer.get_fill_order` picks it,
 so that a node computed from channels-last buffers is channels-last and one computed from
-contiguous buffers contiguous.
+contiguous buffers contiguous. A read not linear in the loops (a pooling window's floor) steps
+memory by its mean step across each loop's range.
 
 A node's reads are those of its body and of the unrealized nodes it inlines, through views, down
 to buffers: each one's flat offset, as a function of the node's own loop variables, steps memory
@@ -11,53 +12,46 @@ slowly than the other (`pick_loop_order`), size-1 dims last, ties keeping the co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from fractions import Fraction
 from functools import cmp_to_key
 
-from mind.dialects.loops import Load, Pointwise, is_buffer
 from mind.ir.core import Operation
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import contiguous_strides
 
-from .loop_order import strides
-from .loops import Index, body_ops, compose_view, flat_offset, producer, pvar, pvars, substitute
+from .loops import element_reads, pvar, pvars, substitute
 
 Strides = tuple[IntLike, ...]
 
 
 def read_strides(node: Operation) -> Strides:
     """Strides for `node`'s result in the order its reads step memory (contiguous when it reads
-    no buffer linearly with static strides)."""
+    no buffer with static strides)."""
     shape = node.result.type.shape
-    rank = len(shape)
-    found = [strides(offset, rank) for offset in _offsets(node, pvars(0, rank))]
-    steps = [[as_int_like(x) for x in s] for s in found if s]
-    steps = [s for s in steps if all(isinstance(x, int) for x in s)]
-    if not steps or not all(isinstance(n, int) for n in shape):
+    if not all(isinstance(n, int) for n in shape):
+        return contiguous_strides(shape)
+    reads = element_reads(node.result, pvars(0, len(shape)))
+    found = [_steps(offset, shape) for _, offset in reads]
+    steps = [s for s in found if s is not None]
+    if not steps:
         return contiguous_strides(shape)
     return strides_in_order(shape, fill_order(steps, list(shape)))
 
 
-def _offsets(node: Operation, index: Index) -> Iterator[IntLike]:
-    """The flat offsets of the buffer elements `node` reads for its element at `index` (the
-    r loop variables of a reduction at 0): loads from buffers, through views, and the reads of
-    the unrealized nodes it inlines."""
-    mapping = {pvar(k): e for k, e in enumerate(index)}
-    mapping.update({pvar(k): 0 for k in range(len(index), len(index) + _r_dims(node))})
-    for load in body_ops(node, Load):
-        if not isinstance(load.index, list):  # a buffer's flat offset
-            yield substitute(load.index, mapping)
-            continue
-        at = [substitute(e, mapping) for e in load.index]
-        base, at, _ = compose_view(load.source, at)
-        if is_buffer(base):
-            yield flat_offset(base, at)
-        elif isinstance(producer(base), Pointwise):
-            yield from _offsets(producer(base), at)
-
-
-def _r_dims(node: Operation) -> int:
-    return len(getattr(node, "reduction_ranges", None) or ())
+def _steps(offset: IntLike, shape: tuple[int, ...]) -> list[Fraction] | None:
+    """How far `offset` moves per step of each loop across its range, the others at 0: a linear
+    offset's strides, a nonlinear one's mean step (a pooling window's `64*floor(p3/2)` moves 32
+    a step, where the step from the origin, Inductor's stride hint, sees none). None where
+    that depends on sizes only the call knows (symbolic strides)."""
+    origin = {pvar(k): 0 for k in range(len(shape))}
+    base = substitute(offset, origin)
+    found = []
+    for k, n in enumerate(shape):
+        moved = as_int_like(substitute(offset, {**origin, pvar(k): max(n - 1, 1)}) - base)
+        if not isinstance(moved, int):
+            return None
+        found.append(Fraction(moved, max(n - 1, 1)))
+    return found
 
 
 def fill_order(steps: list[list[int]], sizes: list[int]) -> list[int]:

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import TypeVar
 
 import sympy
-from mind.dialects.loops import View
+from mind.dialects.loops import Load, Pointwise, View, is_buffer
 from mind.ir.core import Block, Operation, Value
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType, contiguous_strides
@@ -153,6 +153,25 @@ def compose_view(
         mapping = {pvar(i): e for i, e in enumerate(index)}
         value, index = view.source, [substitute(e, mapping) for e in view.index]
     return value, index, views
+
+
+def element_reads(value: Value, index: Index) -> Iterator[tuple[Value, IntLike]]:
+    """The buffer elements that element `index` of `value` reads, as (buffer, flat offset):
+    itself where it is a buffer, through views, and the loads of the unrealized node computing
+    it, whose body its readers inline, and theirs (a reduction's r variables at 0)."""
+    base, at, _ = compose_view(value, list(index))
+    node = producer(base)
+    if is_buffer(base) or not isinstance(node, Pointwise):
+        yield from [(base, flat_offset(base, at))] if is_buffer(base) else []
+        return
+    mapping = {pvar(k): e for k, e in enumerate(at)}
+    r_dims = len(getattr(node, "reduction_ranges", None) or ())
+    mapping.update({pvar(k): 0 for k in range(len(at), len(at) + r_dims)})
+    for load in body_ops(node, Load):
+        if isinstance(load.index, list):
+            yield from element_reads(load.source, [substitute(e, mapping) for e in load.index])
+        else:  # a buffer's flat offset
+            yield load.source, substitute(load.index, mapping)
 
 
 def base_of(value: Value) -> Value:

@@ -149,6 +149,16 @@ def max_error(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
     return (float("nan") if g64.isnan().any() else err), w64.abs().max().item()
 
 
+def rms(t: torch.Tensor) -> float:
+    """The root mean square of a tensor, in float64 (0 for an empty one)."""
+    return t.detach().double().square().mean().sqrt().item() if t.numel() else 0.0
+
+
+def rms_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    """The root mean square of got - want, in float64; nan where either has a nan."""
+    return rms(got.detach().double() - want.detach().double())
+
+
 def compare(got: object, want: object, tol: float) -> tuple[bool, float | None, str]:
     """(ok, max abs error, why not ok) of a compiled result against eager, leaf by leaf."""
     got_l, want_l = tree_leaves(got), tree_leaves(want)

@@ -63,6 +63,8 @@ COLUMNS = (
     ("first call s", lambda r: _num(r.get("first_s"), ".1f")),
     ("out err", lambda r: _num(r.get("out_rel"), ".1e")),
     ("grad err", lambda r: _num(r.get("grad_rel"), ".1e")),
+    ("out ratio", lambda r: _num(r.get("out_ratio"), ".2g")),
+    ("grad ratio", lambda r: _num(r.get("grad_ratio"), ".2g")),
     ("check", check_text),
     ("speedup", lambda r: _num(r.get("speedup"), ".2f")),
 )

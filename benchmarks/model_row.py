@@ -1,8 +1,9 @@
 """One row of the model benchmark: one model, dtype, mode (inference or one training step) and
-backend, built, checked against eager and timed.
+backend, built, checked (against eager, and against an fp64 reference: `against_reference`) and
+timed.
 
-A row runs in two phases. The first (compile: build, eager reference, compile, first call,
-warm-up, check) may overlap other rows' first phases; the second (timing and profiling) runs
+A row runs in two phases. The first (compile: build, fp64 reference, eager step, compile, first
+call, warm-up, check) may overlap other rows' first phases; the second (timing and profiling) runs
 alone. `lock` provides that: `lock.shared()` around the first, `lock.exclusive()` around the
 second (see `workers.TimingLock`).
 """
@@ -10,6 +11,8 @@ second (see `workers.TimingLock`).
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import time
 import traceback
 import warnings
@@ -20,8 +23,13 @@ import torch
 from torch import nn
 
 from benchmarks.common import catch_fallbacks, describe
-from benchmarks.measure import kernel_stats, max_error, sync, wall_ms
+from benchmarks.measure import kernel_stats, max_error, rms, rms_error, sync, wall_ms
 from benchmarks.zoo import MODELS, make
+
+# A step's output ("output") and its parameters' gradients ("grad <name>"), copied (`snapshot`).
+Snapshot = dict[str, torch.Tensor]
+# What a row reports of a check (`check`): errors, ratios, tensor names.
+Report = dict[str, object]
 
 # name -> (torch.compile backend, mode); None is eager. The max-autotune pair (-ma) runs when
 # asked for (--backends ...,inductor-ma,mind-ma): its compiles take minutes.
@@ -37,10 +45,30 @@ BACKENDS: dict[str, tuple[str, str | None] | None] = {
 DEFAULT_BACKENDS = [b for b in BACKENDS if not b.endswith("-ma")]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MODES = ("infer", "train")
-# Largest error, relative to the largest eager value (see `errors`), that still passes: a
-# different summation order, or intermediates kept in fp32 where eager rounds each op to bf16,
-# moves results by a few units in the last place of the model's dtype; a wrong kernel, by more.
-TOLERANCE = {"fp32": 1e-3, "bf16": 5e-2}
+# The check (`against_reference`) measures a compiled row's and eager's errors against the same
+# model, weights and inputs run once in this dtype, on the row's device: fp64 has 29 more bits
+# than fp32 and 45 more than bf16, so its own error does not count against either. fp64 on CUDA
+# too: an fp32 reference of an fp32 row would be eager itself, and cuDNN runs fp32 convolutions
+# in TF32 by default (torch.backends.cudnn.allow_tf32), which keeps 10 bits of their inputs'
+# mantissas (bf16 keeps 7); an H200 runs fp64 matmuls on its tensor cores: one step costs little.
+REFERENCE_DTYPE = torch.float64
+# A tensor passes when its RMS error against the reference is at most MULTIPLIER times eager's
+# error plus a floor. Inductor's checker (torch._dynamo.utils.same) takes 2 for fp32, and 3 for
+# bf16 and for tensors of under 1000 elements; here 3 for all: on the --small CPU configs the
+# compiled fp32 ResNet's gradients reach 1.9 times eager's error, Inductor's and mind's alike.
+# A gradient off by 2x has an error as large as the gradient: 1 / (eager's relative error on it)
+# times eager's, about 5 on the small ResNet's deepest batch norms in bf16 (20% off in eager),
+# hundreds elsewhere in bf16, millions in fp32.
+MULTIPLIER = 3.0
+# The floor: FLOOR times the dtype's epsilon times the tensor's own reference RMS, or times
+# FLOOR_SHARE of the largest reference RMS among the tensors of its kind (output, gradients) if
+# that is larger. A quarter of epsilon is about the RMS error of rounding the exact result to the
+# dtype once, so the floor counts only where eager is (nearly) exact: it lets a compiled tensor
+# then be off by a few roundings. The share does the same for a gradient that is zero in exact
+# arithmetic (a key projection's bias under softmax): it holds rounding noise only, of the size
+# of its neighbours' rounding, not of its own.
+FLOOR = 0.25
+FLOOR_SHARE = 1e-3
 # Calls after the first before checking again: reduce-overhead records CUDA graphs in these, so
 # the second check sees replays. On CPU (no CUDA graphs) one: there mind's kernels run in Triton's
 # interpreter, slowly.
@@ -88,9 +116,25 @@ def compiled(module: nn.Module, backend: str) -> Callable:
     return torch.compile(module, backend=name, mode=mode)
 
 
+@functools.cache
+def _loss_weights(shape: tuple[int, ...], device: str) -> torch.Tensor:
+    """A fixed random tensor of the output's shape: the same in every row and process."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(device)
+
+
+def loss(out: torch.Tensor) -> torch.Tensor:
+    """mean(out * W), W fixed random weights (`_loss_weights`), in fp32 or wider: every element
+    of the output gets a gradient of its own, W / out.numel(). Not mean(out**2): of a model whose
+    output is normalized (a LayerNorm or RMSNorm with unit weight, as GPT-2's, BERT's and Llama's
+    are at random init) that is constant up to the norm's eps, and the gradients upstream of the
+    norm are rounding noise, which no check can tell from a wrong gradient."""
+    wide = torch.promote_types(out.dtype, torch.float32)
+    return (out.to(wide) * _loss_weights(tuple(out.shape), str(out.device)).to(wide)).mean()
+
+
 def stepper(task: Task, module: nn.Module, fn: Callable, inputs: tuple) -> Callable[[], object]:
     """One inference call (no grad), or one training step: zeroed (None) gradients, forward, a
-    loss on the output (mean of squares, in fp32), backward. Returns the model's output."""
+    loss on the output (`loss`), backward. Returns the model's output."""
     if task.mode == "infer":
 
         def infer() -> torch.Tensor:
@@ -102,13 +146,13 @@ def stepper(task: Task, module: nn.Module, fn: Callable, inputs: tuple) -> Calla
     def train() -> torch.Tensor:
         module.zero_grad(set_to_none=True)
         out = primary(fn(*inputs))
-        out.float().pow(2).mean().backward()
+        loss(out).backward()
         return out
 
     return train
 
 
-def snapshot(module: nn.Module, step: Callable[[], torch.Tensor]) -> dict[str, torch.Tensor]:
+def snapshot(module: nn.Module, step: Callable[[], torch.Tensor]) -> Snapshot:
     """Copies of one step's output and gradients (CUDA-graph outputs are overwritten later)."""
     taken = {"output": step().detach().clone()}
     for name, p in module.named_parameters():
@@ -117,15 +161,16 @@ def snapshot(module: nn.Module, step: Callable[[], torch.Tensor]) -> dict[str, t
     return taken
 
 
-def errors(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, object]:
-    """The largest error of the output, and of all gradients together, absolute and relative to
-    the largest eager value of the output, or of all gradients. One scale for all gradients: a
-    gradient that is zero in exact arithmetic (a key bias's, under softmax) holds rounding noise,
-    and its error relative to its own size is noise over noise."""
+def errors(got: Snapshot, want: Snapshot) -> Report:
+    """The largest error against eager of the output, and of all gradients together, absolute and
+    relative to the largest eager value of the output, or of all gradients. One scale for all
+    gradients: a gradient that is zero in exact arithmetic (a key bias's, under softmax) holds
+    rounding noise, and its error relative to its own size is noise over noise. Reported, not
+    judged: `against_reference` judges."""
     if got.keys() != want.keys():
         missing = sorted(want.keys() ^ got.keys())
         raise AssertionError(f"gradients differ from eager's in which exist: {missing[:5]}")
-    out: dict[str, object] = {}
+    out: Report = {}
     err, scale = max_error(got["output"], want["output"])
     out["out_abs"], out["out_rel"] = err, _ratio(err, scale)
     grads = {k.removeprefix("grad "): max_error(got[k], want[k]) for k in want if k != "output"}
@@ -136,8 +181,70 @@ def errors(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[
     return out
 
 
-# What `errors` reports per kind of tensor.
-ERROR_FIELDS = {"out": ("out_abs", "out_rel"), "grad": ("grad_abs", "grad_rel", "worst_grad")}
+def reference(task: Task, module: nn.Module, inputs: tuple) -> Snapshot:
+    """The snapshot of one step of a `REFERENCE_DTYPE` copy of `module` on copies of `inputs`:
+    the same weights and inputs (the row's dtype's values, exactly), computed more precisely."""
+    wide = copy.deepcopy(module).to(REFERENCE_DTYPE)
+    args = tuple(t.to(REFERENCE_DTYPE) if t.is_floating_point() else t for t in inputs)
+    return snapshot(wide, stepper(task, wide, wide, args))
+
+
+# The kinds of tensor a step yields: its output, and the parameters' gradients.
+KINDS = ("out", "grad")
+
+
+def by_kind(taken: Snapshot) -> dict[str, list[str]]:
+    """A snapshot's tensors by kind (no gradients in inference)."""
+    grads = [k for k in taken if k != "output"]
+    return {"out": ["output"], "grad": grads} if grads else {"out": ["output"]}
+
+
+def against_reference(
+    got: Snapshot, eager: Snapshot, truth: Snapshot, dtype: torch.dtype
+) -> Report:
+    """The check, per tensor: `ratio` = compiled's RMS error against the reference `truth` over
+    (eager's + a floor, see FLOOR); it passes at MULTIPLIER or less. Per kind (out, grad),
+    the tensor with the largest ratio: the ratio, its name, both errors and the floor."""
+    eps = torch.finfo(dtype).eps
+    out: Report = {}
+    for kind, names in by_kind(truth).items():
+        size = {n: rms(truth[n]) for n in names}
+        largest = max(size.values())
+        parts = {}
+        for n in names:
+            floor = FLOOR * eps * max(size[n], FLOOR_SHARE * largest)
+            err, eager_err = rms_error(got[n], truth[n]), rms_error(eager[n], truth[n])
+            parts[n] = (_against_eager(err, eager_err, floor), err, eager_err, floor)
+        worst = max(parts, key=lambda n: _order(parts[n][0]))
+        fields = ("ratio", "rmse", "eager_rmse", "floor")
+        out.update({f"{kind}_{f}": v for f, v in zip(fields, parts[worst])})
+        out[f"{kind}_ratio_of"] = worst
+    return out
+
+
+def _against_eager(err: float, eager_err: float, floor: float) -> float:
+    """err / (eager_err + floor): nan where compiled has a nan; 0 where compiled is exact, or
+    where eager has a nan that compiled has not (eager's error is unbounded, compiled's not)."""
+    if err != err or err == 0:
+        return err
+    if eager_err != eager_err:
+        return 0.0
+    return err / (eager_err + floor) if eager_err + floor else float("inf")
+
+
+def check(got: Snapshot, eager: Snapshot, truth: Snapshot, dtype: torch.dtype) -> Report:
+    """Everything a row reports of one compiled step: its errors against eager, and the check."""
+    return {**errors(got, eager), **against_reference(got, eager, truth, dtype)}
+
+
+# What `check` reports, in groups: each group's first field says which of two checks of a row
+# is the worse (the larger), the rest go with it.
+CHECK_GROUPS = (
+    ("out_rel", "out_abs"),
+    ("grad_rel", "grad_abs", "worst_grad"),
+    *((f"{k}_ratio", f"{k}_ratio_of", f"{k}_rmse", f"{k}_eager_rmse", f"{k}_floor")
+      for k in KINDS),
+)  # fmt: skip
 
 
 def _ratio(err: float, scale: float) -> float:
@@ -150,22 +257,23 @@ def _order(err: float) -> float:
     return float("inf") if err != err else err  # nan is the worst
 
 
-def worse(a: dict[str, object], b: dict[str, object]) -> dict[str, object]:
-    """Of two checks of the same row, per tensor kind the one with the larger relative error."""
+def worse(a: Report, b: Report) -> Report:
+    """Of two checks of the same row, group by group the worse."""
     merged = dict(a)
-    for kind, fields in ERROR_FIELDS.items():
-        rel = f"{kind}_rel"
-        if rel in b and _order(b[rel]) > _order(a.get(rel, -1.0)):
-            merged.update({f: b[f] for f in fields})
+    for lead, *rest in CHECK_GROUPS:
+        if lead in b and _order(b[lead]) > _order(a.get(lead, -1.0)):
+            merged.update({f: b[f] for f in (lead, *rest)})
     return merged
 
 
-def verdict(errs: dict[str, object], dtype: str) -> tuple[bool, str]:
-    tol = TOLERANCE[dtype]
+def verdict(errs: Report) -> tuple[bool, str]:
+    """(ok, why not): ok when every tensor's ratio is at most MULTIPLIER."""
     bad = [
-        f"{kind} error {errs[f'{kind}_rel']:.3g} of max |eager| over tolerance {tol:g}"
-        for kind in ERROR_FIELDS
-        if f"{kind}_rel" in errs and not errs[f"{kind}_rel"] <= tol
+        f"{errs[f'{kind}_ratio_of']}: RMS error against fp64"
+        f" {errs[f'{kind}_rmse']:.2e}, eager's {errs[f'{kind}_eager_rmse']:.2e} + floor"
+        f" {errs[f'{kind}_floor']:.1e}: ratio {errs[f'{kind}_ratio']:.3g}, over {MULTIPLIER:g}"
+        for kind in KINDS
+        if f"{kind}_ratio" in errs and not errs[f"{kind}_ratio"] <= MULTIPLIER
     ]
     return not bad, "; ".join(bad)
 
@@ -205,9 +313,15 @@ def measure(task: Task, lock, row: dict[str, object]) -> None:
     fallbacks: list[str] = []
     with lock.shared():  # in pieces: a timing waiting for the lock gets in between
         row["startup_s"] = warm_up(task)
+    checked = BACKENDS[task.backend] is not None
     with lock.shared():
         module, inputs = make(MODELS[task.model], task.small, task.device, dtype)
         module.train(task.mode == "train")
+        if checked:
+            start = time.perf_counter()
+            truth = reference(task, module, inputs)
+            sync(task.device)
+            row["reference_s"] = time.perf_counter() - start
         want = snapshot(module, stepper(task, module, module, inputs))
         torch._dynamo.reset()
         with catch_fallbacks(fallbacks):
@@ -216,17 +330,19 @@ def measure(task: Task, lock, row: dict[str, object]) -> None:
             step = stepper(task, module, fn, inputs)
             got = snapshot(module, step)
             sync(task.device)
-            if BACKENDS[task.backend] is not None:
+            if checked:
                 row["first_s"] = time.perf_counter() - start
             for _ in range(WARM_UP_CALLS[device_kind(task.device)]):
                 step()
-            errs = worse(errors(got, want), errors(snapshot(module, step), want))
+            again = snapshot(module, step)
         row["fallback"] = fallbacks
         row.update(dynamo_counts())
-        if BACKENDS[task.backend] is not None:
+        if checked:
+            errs = worse(check(got, want, truth, dtype), check(again, want, truth, dtype))
             row.update(errs)
-            row["ok"], row["why"] = verdict(errs, task.dtype)
-        del got, want
+            row["ok"], row["why"] = verdict(errs)
+            del truth
+        del got, again, want
     with lock.exclusive():
         row["wall_ms"] = wall_ms(step, task.device, **TIMING[device_kind(task.device)])
         stats = kernel_stats(step, task.device)

@@ -99,6 +99,23 @@ def mlp(s: Size) -> nn.Module:
     )
 
 
+def cnn(s: Size) -> nn.Module:
+    """A ResNet-like stack in plain torch: a stem, then stages that halve the image and double
+    the width, each a convolution, batch norm and ReLU; pooling, a classifier. What the harness's
+    own tests train where torchvision is absent: in bf16, batch norm's backward over few values
+    (the last stage's) puts eager's own gradients far from exact, as in ResNet."""
+    w, stages = s["width"], s["stages"]
+    layers = [nn.Conv2d(3, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU()]
+    for i in range(stages):
+        layers += [
+            nn.Conv2d(w << i, w << (i + 1), 3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(w << (i + 1)),
+            nn.ReLU(),
+        ]
+    head = [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(w << stages, s["classes"])]
+    return nn.Sequential(*layers, *head)
+
+
 TEXT_SMALL = dict(layers=2, width=32, heads=2, ffn=64, vocab=128, batch=2, seq=8)
 
 MODELS: dict[str, Model] = {
@@ -134,10 +151,15 @@ MODELS: dict[str, Model] = {
             dict(width=1024, ffn=4096, vocab=32000, batch=8, seq=256),
             dict(width=32, ffn=64, vocab=128, batch=2, seq=8),
         ),
+        Model(
+            "cnn", "torch Conv2d, BatchNorm2d, ReLU, Linear", cnn, images,
+            dict(width=64, stages=3, classes=1000, batch=32, image=224),
+            dict(width=8, stages=3, classes=10, batch=2, image=16),
+        ),
     )
 }  # fmt: skip
 
-# What a run benchmarks unless told: every model but the plain-torch smoke model.
+# What a run benchmarks unless told: every model but the plain-torch smoke models.
 DEFAULT_MODELS = ("gpt2", "bert", "llama", "resnet", "vit")
 
 

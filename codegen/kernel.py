@@ -20,7 +20,7 @@ import sympy
 from mind.analysis.loops import EXPR_CACHE_SIZE, rename, renaming
 from mind.dialects.loops import CheckIndex, Load
 from mind.dialects.scalar_ops import SCALAR_OPS
-from mind.dialects.scheduled import Node
+from mind.dialects.scheduled import Node, overwritten_inputs
 from mind.dialects.triton import (
     DeviceAssert,
     block_dim,
@@ -135,7 +135,9 @@ class KernelBuilder:
             )
             args.append(ptrs[value])
             launch.append(buffers[value])
-        for i, result in enumerate(self.node.results):
+        # its buffers, then the graph inputs it overwrites without reading them
+        written = [*self.node.results, *overwritten_inputs(self.node)]
+        for i, result in enumerate(v for v in written if v not in ptrs):
             ptrs[result] = Value(f"out_ptr{i}", ptr_type(result.type.dtype))
             args.append(ptrs[result])
             launch.append(buffers[result])

@@ -3,6 +3,9 @@ tensors, reinterpreted buffers. Each dialect registers the classes under its own
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
+import sympy
 from mind.ir.constraints import ANY, INDEX, INT, LAID_OUT, NUMBER, TENSOR, list_of
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.opdef import (
@@ -17,6 +20,7 @@ from mind.ir.opdef import (
     var_results,
 )
 from mind.ir.registry import Dialect, VerifyError
+from mind.ir.symbols import IntLike
 from mind.ir.types import TensorType
 
 
@@ -135,6 +139,66 @@ def verify_sole_reader(op: Operation, target: Value) -> None:
             raise VerifyError(
                 f"'{user.name}' reads '%{target.name}', which its '{op.name}' updates in place",
                 user.loc,
+            )
+
+
+def is_graph_input(value: Value) -> bool:
+    """An input of a graph: an argument of its entry block (node bodies have none)."""
+    return isinstance(value.owner, Block)
+
+
+def memory_readers(
+    value: Value, block: Block, aliases: Callable[[Operation], bool]
+) -> Iterator[Operation]:
+    """The ops of `block` that read `value`'s memory: its users, and the readers of the ops
+    that alias it or compute from it where read (`aliases`: views, unrealized nodes; calls
+    that may return an argument's memory also read it)."""
+    for user in value.users:
+        top = user.ancestor_in(block)
+        if top is None or top is value.owner:
+            continue
+        through = aliases(top)
+        if through or isinstance(top, ExternCall) and top.aliases:
+            for r in top.results:
+                yield from memory_readers(r, block, aliases)
+        if not through:
+            yield top
+
+
+def verify_overwrite(
+    op: Operation,
+    target: Value,
+    written: IntLike,
+    aliases: Callable[[Operation], bool],
+    overwrites: Callable[[Operation], bool],
+) -> None:
+    """`op` overwrites graph input `target` in place (AOTAutograd's input mutations, kept in the
+    graph), each element at flat offset `written`: its body reads the input only there (other
+    lanes would see new values); the graph's ops read the input as it came, so every other op
+    reading its memory (`memory_readers`) runs before `op`, and no other op overwrites it
+    (`overwrites` tells); outputs hand the memory out, whatever it holds by then."""
+    for load in op.body.ops:
+        if load.kind == "load" and load.source is target:
+            if load.indirect or sympy.expand(sympy.sympify(load.index) - written) != 0:
+                raise VerifyError(
+                    f"'{load.name}' reads '%{target.name}' at {load.index}, which its "
+                    f"'{op.name}' overwrites at {written}",
+                    load.loc,
+                )
+    block = op.parent
+    if block is None:
+        return
+    position = {o: i for i, o in enumerate(block.ops)}
+    for reader in memory_readers(target, block, aliases):
+        if reader is op or isinstance(reader, Output):
+            continue
+        name = f"@{reader.symbol}" if reader.symbol else _named(reader)
+        if overwrites(reader):
+            raise VerifyError(f"'{op.name}' and '{name}' both overwrite '%{target.name}'", op.loc)
+        if position[reader] > position[op]:
+            raise VerifyError(
+                f"'{op.name}' overwrites input '%{target.name}', which '{name}' reads after it",
+                op.loc,
             )
 
 

@@ -8,6 +8,7 @@ views use one index expression per dim.
 
 from __future__ import annotations
 
+import sympy
 from mind.ir import dtypes as dt
 from mind.ir.constraints import (
     BOOL,
@@ -28,15 +29,19 @@ from mind.ir.constraints import (
 from mind.ir.core import Operation
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result
 from mind.ir.registry import Dialect, VerifyError, register_dialect
+from mind.ir.types import contiguous_strides
 
 from .collectives import add_collective_ops
 from .common import (  # noqa: F401  (is_buffer: re-exported)
     ExternCall,
     Output,
+    Reinterpret,
     add_graph_ops,
     add_memory_ops,
     is_buffer,
+    is_graph_input,
     verify_aliases,
+    verify_overwrite,
     verify_sole_reader,
 )
 from .reductions import REDUCTIONS, SINGLE_KINDS
@@ -267,26 +272,30 @@ class YieldAt(Op):
     indirect = opt_attr(INDIRECT)
 
 
-#: the nodes a scatter may update: a buffer the graph computes, never an input, a constant or
-#: a view (their memory is not the graph's to change)
+#: the nodes a scatter may update: a buffer the graph computes, or a graph input it overwrites;
+#: never a constant or a view
 UPDATABLE = (Pointwise, Scatter)
 
 
 def _verify_scatter(op: Scatter) -> None:
     """Its result is its target updated: the same type; the target is computed in the graph and
-    read by nothing else (the scatter consumes it), nor by its own body."""
+    read by nothing else (the scatter consumes it), nor by its own body; or it is a graph input
+    the scatter overwrites (`_verify_overwrite`)."""
     target, t = op.target, op.result.type
     if target.type != t:
         raise VerifyError(
             f"type mismatch: '{op.name}' updates '%{target.name}' ({target.type}) but declares {t}",
             op.loc,
         )
-    if not isinstance(target.owner, UPDATABLE):
+    if is_graph_input(target):
+        _verify_overwrite(op)
+    elif not isinstance(target.owner, UPDATABLE):
         raise VerifyError(
             f"'{op.name}' updates '%{target.name}', which no node of the graph computes",
             op.loc,
         )
-    verify_sole_reader(op, target)
+    else:
+        verify_sole_reader(op, target)
     term = op.body.terminator
     if not isinstance(term, YieldAt):
         raise VerifyError(f"'{op.name}' body must end with a yield_at", op.loc)
@@ -299,6 +308,35 @@ def _verify_scatter(op: Scatter) -> None:
             f"type mismatch: '{op.name}' yields {term.value.type.dtype} for a {t.dtype} target",
             term.loc,
         )
+
+
+def _verify_overwrite(op: Scatter) -> None:
+    """A scatter into a graph input (AOTAutograd's input mutations, kept in the graph) writes
+    each element once, plainly (no mode, no indirect index), and only its own element where
+    its body reads the input; its result, the input's new memory, is read by nothing (the
+    change is the graph's effect), and the graph's other reads of the input come before it."""
+    term, target = op.body.terminator, op.target
+    if op.mode is not None or not isinstance(term, YieldAt) or term.indirect:
+        raise VerifyError(
+            f"'{op.name}' overwrites input '%{target.name}' by a mode or an indirect index", op.loc
+        )
+    if op.result.users:
+        raise VerifyError(
+            f"'{op.name}' overwrites input '%{target.name}', but its result is read", op.loc
+        )
+    strides = target.type.strides or contiguous_strides(target.type.shape)
+    written = sum((i * s for i, s in zip(term.index, strides)), start=sympy.Integer(0))
+    verify_overwrite(
+        op,
+        target,
+        written,
+        lambda other: (
+            isinstance(other, View | Reinterpret)
+            or isinstance(other, Pointwise)
+            and other.result.type.strides is None
+        ),  # unrealized: computed where it is read
+        lambda other: isinstance(other, Scatter) and other.target is target,
+    )
 
 
 class LoopsCall(ExternCall):

@@ -23,12 +23,21 @@ from mind.ir.constraints import (
     tuple_of,
     value,
 )
-from mind.ir.core import Operation
+from mind.ir.core import Operation, Value
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
 
 from .collectives import add_collective_ops
-from .common import ExternCall, add_graph_ops, add_memory_ops, verify_aliases, verify_sole_reader
+from .common import (
+    ExternCall,
+    Reinterpret,
+    add_graph_ops,
+    add_memory_ops,
+    is_graph_input,
+    verify_aliases,
+    verify_overwrite,
+    verify_sole_reader,
+)
 from .loops import INDIRECT, ORIGINS, TEMPLATES, Load, register_body_ops
 from .reductions import KINDS, REDUCTIONS
 from .scans import SCAN_KINDS, SCANS
@@ -123,7 +132,9 @@ ALONG_R = (Reduction, *KEEPS_ROW)
 
 
 class Store(Op):
-    """Write one element of a buffer the node produces (a scatter's: indirect, by a mode)"""
+    """Write one element of a buffer the node produces, or of a graph input it overwrites
+
+    A scatter's stores are indirect, or by a mode."""
 
     buffer = operand(LAID_OUT)
     index = arg(INDEX)
@@ -137,11 +148,20 @@ def _verify_extern(op: Extern) -> None:
     verify_aliases(op)
 
 
+def overwritten_inputs(op: Operation) -> list[Value]:
+    """The graph inputs a node stores into (AOTAutograd's input mutations), in store order."""
+    if not isinstance(op, Node):
+        return []
+    stores = [inner.buffer for inner in op.body.ops if isinstance(inner, Store)]
+    return list(dict.fromkeys(v for v in stores if is_graph_input(v)))
+
+
 def _verify_writes(op: Node | Extern) -> None:
     """One write per tensor result, in order: each names the result it writes (an extern's
-    other results, a token or a size, are no buffers)."""
+    other results, a token or a size, are no buffers); then one per graph input a node
+    overwrites."""
     written = [dep[0] for dep in op.writes]
-    buffers = [r for r in op.results if TENSOR(r.type)]
+    buffers = [r for r in op.results if TENSOR(r.type)] + overwritten_inputs(op)
     if written != buffers:
         names = ", ".join(f"%{v.name}" for v in written)
         raise VerifyError(
@@ -160,7 +180,11 @@ def _verify_node(op: Node) -> None:
         raise VerifyError(f"'{reduces.name}' over no element (an r size is 0)", reduces.loc)
     own = set(op.results)
     for inner in op.body.ops:
-        if isinstance(inner, Store) and inner.buffer not in own:
+        if (
+            isinstance(inner, Store)
+            and inner.buffer not in own
+            and not is_graph_input(inner.buffer)
+        ):
             raise VerifyError(
                 f"'{inner.name}' writes '%{inner.buffer.name}', which its node does not produce",
                 inner.loc,
@@ -176,6 +200,24 @@ def _verify_node(op: Node) -> None:
     if missing:
         raise VerifyError(f"'{op.name}' never stores '%{missing[0].name}'", op.loc)
     _verify_update(op)
+    for target in overwritten_inputs(op):
+        _verify_overwrite(op, target)
+
+
+def _verify_overwrite(op: Node, target: Value) -> None:
+    """A node that stores into a graph input (AOTAutograd's input mutations) stores each element
+    once, and reads the input only at the element it overwrites (other lanes would see new
+    values); the graph's other reads of the input come before it."""
+    stores = [s for s in op.body.ops if isinstance(s, Store) and s.buffer is target]
+    if len(stores) > 1 or op.updates is not None:
+        raise VerifyError(f"'{op.name}' overwrites input '%{target.name}' twice", op.loc)
+    verify_overwrite(
+        op,
+        target,
+        stores[0].index,
+        lambda other: isinstance(other, Reinterpret),
+        lambda other: target in overwritten_inputs(other),
+    )
 
 
 def _verify_update(op: Node) -> None:

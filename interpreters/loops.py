@@ -17,7 +17,7 @@ import sympy
 import torch
 from mind.dialects.aten import collective_call, overload
 from mind.dialects.collectives import KINDS
-from mind.dialects.common import Call, ConstantTensor, Reinterpret
+from mind.dialects.common import Call, ConstantTensor, Reinterpret, is_graph_input
 from mind.dialects.loops import (
     Cast,
     CheckIndex,
@@ -334,10 +334,12 @@ def _reduction(op: Reduction, env: Env) -> list[torch.Tensor]:
 
 
 def _scatter(op: Scatter, env: Env) -> list[torch.Tensor]:
-    """The target's memory (a copy laid out like it), each element of the ranges written at
-    the index its body gives."""
+    """The target's memory (a copy laid out like it; a graph input's own, which the graph
+    overwrites), each element of the ranges written at the index its body gives."""
     target = env[op.target]
-    out = torch.empty_strided(target.shape, target.stride(), dtype=target.dtype).copy_(target)
+    out = target
+    if not is_graph_input(op.target):
+        out = torch.empty_strided(target.shape, target.stride(), dtype=target.dtype).copy_(target)
     body = Body(env, grid([int(n) for n in op.ranges]))
     for inner in op.body.ops[:-1]:
         body.eval(inner)

@@ -296,7 +296,16 @@ def _recording(graph: Operation, options: Options) -> Recording | None:
         or (isinstance(arg.type, TensorType) and not _static_type(arg.type))
     )
     scalars = tuple(i for i, arg in args if _cpu_scalar(arg.type))
-    return Recording(_static_inputs(graph), symbolic, _unrecordable(graph), scalars)
+    recording = Recording(_static_inputs(graph), symbolic, _unrecordable(graph), scalars)
+    recording.overwritten_inputs = _overwritten_inputs(graph)
+    return recording
+
+
+def _overwritten_inputs(graph: Operation) -> tuple[int, ...]:
+    """The inputs the graph overwrites (`copy_` into them: AOTAutograd's input mutations)."""
+    position = {arg: i for i, arg in enumerate(graph.body.args)}
+    targets = (op.args[0] for op in graph.body.ops if op.name == "aten.copy_.default")
+    return tuple(sorted({position[t] for t in targets if t in position}))
 
 
 def aligned_inputs(graph: Operation, inputs: list | None) -> list[int]:

@@ -60,6 +60,8 @@ class Recording:
     unrecordable: str | None = None
     #: 0-d CPU tensor inputs, read by value: a recording each value
     scalar_inputs: tuple[int, ...] = ()
+    #: inputs the graph overwrites: a replay that copied one in copies it back
+    overwritten_inputs: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass
@@ -232,6 +234,7 @@ def recorded(
         _shape_key(recording.symbolic_inputs, recording.scalar_inputs),
         options.cudagraph_max_shapes,
         options.cudagraph_max_recordings,
+        set(recording.overwritten_inputs),
     )
     if recording.unrecordable is not None:
         runner.disable(recording.unrecordable)

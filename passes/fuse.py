@@ -11,8 +11,10 @@ Where that holds only with one node's loops in another order (a row-major pointw
 a column reduction), that node's loops are permuted (analysis/loop_order.py). A matmul template
 node takes pointwise work over its own loops only (its epilogue, see passes/mm_templates.py). A
 node that updates a buffer in place (a scatter) fuses with nothing: its target must be complete
-before it starts, and its readers wait for all of it. Nor does a reduction that codegen will
-split (too few rows to fill the GPU) take work that stores along its rows after it.
+before it starts, and its readers wait for all of it. A node that overwrites a graph input
+(AOTAutograd's input mutations) fuses where no read of the input could come after its write.
+Nor does a reduction that codegen will split (too few rows to fill the GPU) take work that
+stores along its rows after it.
 
 Each pair it weighs (the pairs that share a buffer) gets a remark, located at the later node:
 fused and the bytes saved, or refused, by which rule (see RULES), and what it would have saved.
@@ -32,8 +34,9 @@ from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import pvar, simplify_with_ranges, substitute
 from mind.codegen.heuristics import SM_COUNT, split_factor
 from mind.codegen.tiling import is_inner
+from mind.dialects.common import Reinterpret, memory_readers
 from mind.dialects.loops import Load
-from mind.dialects.scheduled import Node, Store
+from mind.dialects.scheduled import Node, Store, overwritten_inputs
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Diagnostic, emit, handled
 from mind.ir.logs import channel
@@ -56,6 +59,8 @@ RULES = {
     " not @{}",
     "indirect-read": "@{} reads %{} through a mask or an indirect index",
     "in-place": "@{} updates %{} in place: its writes land in any order, so it runs alone",
+    "overwrite": "@{} overwrites input %{}, which {} reads before it (elsewhere, or in another"
+    " phase): fused, the read could come after",
     "index": "@{} reads %{} at {}, not where @{} stored it ({})",
     "split": "@{} splits its reduction of {} rows of {} (too few rows to fill the GPU); @{}"
     " would store along the rows after it, and a split leaves no row whole to store along",
@@ -192,7 +197,33 @@ def legal_fusion(
     shared = shared_loops(a, b)
     if isinstance(shared, Refusal):
         return shared
-    return kept_whole(a, b, shared, sm_count) or shared
+    return read_first(a, b, shared, block, position) or kept_whole(a, b, shared, sm_count) or shared
+
+
+def read_first(a: Node, b: Node, shared: Join, block: Block, position) -> Refusal | None:
+    """The "overwrite" rule: a node that overwrites a graph input (AOTAutograd's input
+    mutations) runs after every other read of it, and the fused node takes `a`'s place. So it
+    fuses as `b` with no `a` that a reader of the input follows, and with an `a` that reads
+    the input only where each lane reads it before storing it: at the element it overwrites,
+    in a pointwise kernel (its body runs in order; a reduction's phases need not)."""
+    for k, (writer, other) in enumerate(((a, b), (b, a))):
+        for target in overwritten_inputs(writer):
+            store = next(s for s in writer.body.ops if isinstance(s, Store) and s.buffer is target)
+            at = onto(store.index, shared, k)
+            loads = [op for op in other.body.ops if isinstance(op, Load) and op.source is target]
+            lane = writer is b and not shared.sizes[1]
+            if loads and not (lane and all(_plain_at(op, shared, 1 - k, at) for op in loads)):
+                return Refusal("overwrite", (writer.symbol, target.name, f"@{other.symbol}"))
+            for reader in memory_readers(target, block, lambda op: isinstance(op, Reinterpret)):
+                if writer is b and position[a] < position.get(reader, -1) < position[b]:
+                    return Refusal("overwrite", (writer.symbol, target.name, _name(reader)))
+    return None
+
+
+def _plain_at(load: Load, shared: Join, part: int, index: IntLike) -> bool:
+    """Whether `load` of part `part` reads at `index` of the shared loops, unmasked, directly."""
+    plain = load.mask is None and load.indirect is None
+    return plain and equal(onto(load.index, shared, part), index)
 
 
 def _name(op: Operation) -> str:
@@ -240,7 +271,8 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
     forwarded = {load.source for load in b.body.ops if isinstance(load, Load)} & set(a.results)
     dropped = {v for v in forwarded if readers(v, block) <= {a, b}}
     stores = [s for part in (a, b) for s in part.body.ops if isinstance(s, Store)]
-    kept = [s.buffer for s in stores if s.buffer not in dropped]
+    own = {*a.results, *b.results}  # (not the graph inputs they overwrite)
+    kept = [s.buffer for s in stores if s.buffer in own and s.buffer not in dropped]
     node = Node.build(
         "scheduled.node",
         sizes=shared.sizes,

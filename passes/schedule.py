@@ -19,7 +19,7 @@ from mind.analysis.deps import INDEXED, Dep, buffer_dep, readers, set_node_deps,
 from mind.analysis.loops import flat_offset, pvar, substitute
 from mind.analysis.views import alias_of
 from mind.dialects.collectives import KINDS
-from mind.dialects.common import converted_graph
+from mind.dialects.common import converted_graph, is_graph_input
 from mind.dialects.loops import (
     Constant,
     Load,
@@ -34,7 +34,7 @@ from mind.dialects.loops import (
 )
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scans import SCANS
-from mind.dialects.scheduled import Node, Store
+from mind.dialects.scheduled import Node, Store, overwritten_inputs
 from mind.dialects.scheduled import Reduction as Reduce
 from mind.dialects.scheduled import Scan as ScanOp
 from mind.dialects.scheduled import Sort as SortOp
@@ -109,9 +109,16 @@ def _node(op: Pointwise, vmap: dict[Value, Value], number: int) -> Node:
 
 def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
     """A scatter: a node over its ranges that updates its target's buffer in place, its store at
-    the (indirect) flat offset the target's strides give, with the scatter's mode."""
+    the (indirect) flat offset the target's strides give, with the scatter's mode. A scatter
+    into a graph input is a node that stores into the input itself, producing no buffer."""
     _check_inlined(op)
-    node, drop = _start_node(op, vmap, number, *_iteration(op), updates=vmap[op.target])
+    target = vmap[op.target]
+    if is_graph_input(op.target):
+        node, drop = _start_node(op, vmap, number, *_iteration(op), results=False)
+        vmap[op.result] = target
+    else:
+        node, drop = _start_node(op, vmap, number, *_iteration(op), updates=target)
+        target = node.result
     ops, value = _body(op, vmap, drop)
     term = op.body.terminator
     index = substitute(flat_offset(op.result, term.index), drop)
@@ -119,7 +126,7 @@ def _scatter_node(op: Scatter, vmap: dict[Value, Value], number: int) -> Node:
     ops.append(
         Store.build(
             "scheduled.store",
-            buffer=node.result,
+            buffer=target,
             index=index,
             value=value,
             indirect=indirect,
@@ -137,11 +144,13 @@ def _start_node(
     xs: list,
     rs: list,
     order: list[int],
+    results: bool = True,
     **fields,
 ) -> tuple[Node, dict]:
     """The empty node `@op<number>` for `op`, over its x then r loops less those of size 1, and
     the substitution that drops them (their variable is 0, the others renumbered). `order[k]`
-    is the body variable of `op` that the node's loop k runs."""
+    is the body variable of `op` that the node's loop k runs. Its result is `op`'s buffer,
+    unless `results` is off (it stores into a graph input)."""
     dims = xs + rs
     kept = [k for k, s in enumerate(dims) if s != 1]
     drop = {pvar(order[k]): (pvar(kept.index(k)) if k in kept else 0) for k in range(len(dims))}
@@ -151,14 +160,15 @@ def _start_node(
         sizes=([s for s in xs if s != 1], [s for s in rs if s != 1]),
         device=t.device,
         origins=list(op.origins or []),
-        results=[t],
-        names=[op.result.name],
+        results=[t] if results else [],
+        names=[op.result.name] if results else [],
         regions=[Region()],
         symbol=f"op{number}",
         loc=op.loc,
         **fields,
     )
-    vmap[op.result] = node.result
+    if results:
+        vmap[op.result] = node.result
     return node, drop
 
 
@@ -321,10 +331,12 @@ def schedule_graph(graph: Operation) -> Operation:
 
 def _drop_dead_nodes(block: Block) -> None:
     """Nodes whose buffers nothing reads go (the positions of a max whose values alone are
-    used, the values of an argsort), as Inductor's dead_node_elimination; ATen calls stay."""
+    used, the values of an argsort), as Inductor's dead_node_elimination; ATen calls stay, and
+    so do nodes that overwrite graph inputs."""
     for op in reversed(list(block.ops)):
         if isinstance(op, Node) and not any(readers(r, block) for r in op.results):
-            op.erase()
+            if not overwritten_inputs(op):
+                op.erase()
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,10 @@ def aten_graphs(
     GraphModule itself, so that it can fall back to running it, and AOTAutograd's example inputs
     (a backward's laid out as its forward reported its outputs).
 
+    The joint graph splits as Inductor's does, by torch's min-cut partitioner: the backward
+    recomputes what is cheap to fuse from what the forward saves (a GELU's tanh from its input)
+    rather than the forward writing every intermediate for the backward to read back.
+
     Through Dynamo's own AOTAutograd backend helper, as Inductor goes: Dynamo's DDPOptimizer
     counts its invocations to pair each bucket's forward with its backward, and to run a piece's
     first call on fake tensors while it propagates shapes to the next piece. With `cache_tag`,
@@ -143,6 +147,7 @@ def aten_graphs(
     tracing (`_aot_cache`)."""
     from mind.dialects import aten
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     graphs: list[Operation] = []
@@ -168,7 +173,12 @@ def aten_graphs(
         compiled = aot_autograd(
             fw_compiler=cached(forward) if cached else forward,
             bw_compiler=backward,
+            partition_fn=min_cut_rematerialization_partition,
             decompositions=decompositions(),
+            # mutated inputs (batch norm's running stats) are overwritten by the graph, as
+            # Inductor asks: `copy_` into the input, which the kernel computing the new value
+            # stores into, not a copy AOTAutograd's wrapper makes after the call
+            keep_inference_input_mutations=True,
         )(gm, inputs)
     return compiled, graphs
 

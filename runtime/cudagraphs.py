@@ -9,8 +9,9 @@ outputs, such as the activations a forward saved for its backward, and the stora
 some recording bound, such as the transposed weight a backward reads, a view of a parameter)
 are read where they are, so the recording is bound to their addresses (and holds no reference
 to them: it replays only for callers that pass tensors at those addresses); every other input
-is copied into storage the recording owns before each replay, all in one `_foreach_copy_`. A call whose bound inputs moved uses another recording of
-the same shape, or records one. A 0-d CPU tensor is read by value (kernels take it as a scalar
+is copied into storage the recording owns before each replay, all in one `_foreach_copy_` (and
+back after it, where the graph overwrites the input). A call whose bound inputs moved uses
+another recording of the same shape, or records one. A 0-d CPU tensor is read by value (kernels take it as a scalar
 argument), so a recording holds the value it was recorded with: the caller keys recordings by
 those values as by shapes (mind/compiled.py).
 
@@ -51,9 +52,21 @@ def count(outcome: str) -> None:
 
 Call = Callable[[list], Sequence]
 
-#: data pointers of storages whose address stays put: every recording's outputs, and the
-#: storages of the inputs recordings bound (parameters, buffers, and views of them)
-_STAY_PUT: set[int] = set()
+#: storages whose address stays put, by data pointer: every recording's outputs, and the
+#: storages of the inputs recordings bound (parameters, buffers, and views of them); held weakly,
+#: so that memory freed and handed to another tensor at the same address does not count
+_STAY_PUT: dict[int, StorageWeakRef] = {}
+
+
+def _stays_put(t: torch.Tensor) -> bool:
+    ref = _STAY_PUT.get(t.untyped_storage().data_ptr())
+    return ref is not None and not ref.expired()
+
+
+def _stay_put(tensors: list[torch.Tensor]) -> None:
+    for t in tensors:
+        storage = t.untyped_storage()
+        _STAY_PUT[storage.data_ptr()] = StorageWeakRef(storage)
 
 
 class MindCudaGraphWarning(UserWarning):
@@ -77,6 +90,8 @@ class Recording:
     #: the memory of the static copies of the copied inputs the capture read
     targets: list[torch.Tensor]
     copied: list[int]
+    #: of `copied`, the positions of the inputs the graph overwrites: copied back after a replay
+    written: list[int]
     #: per input, the data pointer the recording is bound to (None where it copies)
     pointers: list[int | None]
     bound: list[int]
@@ -97,8 +112,17 @@ class Recording:
 
     def replay(self, args: list) -> list:
         if self.copied:
-            torch._foreach_copy_(self.targets, [_flat(args[i]) for i in self.copied])
+            # the inputs' layouts are the recording's (guarded): each spans its target's length
+            sources = [
+                reinterpret_tensor(args[i], t.shape, (1,), 0)
+                for i, t in zip(self.copied, self.targets)
+            ]
+            torch._foreach_copy_(self.targets, sources)
         self.graph.replay()
+        if self.written:  # the inputs the graph overwrote, back where the caller has them
+            torch._foreach_copy_(
+                [sources[k] for k in self.written], [self.targets[k] for k in self.written]
+            )
         return [_output(spec, args) for spec in self.outputs]
 
 
@@ -121,9 +145,11 @@ class CudaGraphs:
         shape_key: Callable[[list], object],
         max_shapes: int,
         max_recordings: int,
+        overwritten: set[int] = frozenset(),
     ):
         self.call, self.name = call, name
         self.static_inputs = static_inputs
+        self.overwritten = overwritten
         self.shape_key = shape_key
         self.max_shapes, self.max_recordings = max_shapes, max_recordings
         self.recordings: dict[object, list[Recording]] = {}
@@ -193,11 +219,11 @@ class CudaGraphs:
         pointers = [args[i].data_ptr() if i in bound else None for i in range(len(args))]
         specs = [_output_spec(out, captured) for out in outputs]
         targets = [_flat(captured[i]) for i in copied]
-        recording = Recording(graph, targets, copied, pointers, bound, specs)
+        written = [k for k, i in enumerate(copied) if i in self.overwritten]
+        recording = Recording(graph, targets, copied, written, pointers, bound, specs)
         owned = [o for o, spec in zip(outputs, specs) if spec[0] == "out" and spec[2] is not None]
         recording.storages = [StorageWeakRef(out.untyped_storage()) for out in owned]
-        _STAY_PUT.update(out.untyped_storage().data_ptr() for out in owned)
-        _STAY_PUT.update(args[i].untyped_storage().data_ptr() for i in bound)
+        _stay_put(owned + [args[i] for i in bound])
         del outputs, owned
         recording.baseline = [torch._C._storage_Use_Count(ref.cdata) for ref in recording.storages]
         recordings.append(recording)
@@ -208,11 +234,7 @@ class CudaGraphs:
         """Whether the recording reads input `index` where it is rather than from a copy."""
         if not isinstance(arg, torch.Tensor):
             return False
-        return (
-            index in self.static_inputs
-            or isinstance(arg, torch.nn.Parameter)
-            or arg.untyped_storage().data_ptr() in _STAY_PUT
-        )
+        return index in self.static_inputs or isinstance(arg, torch.nn.Parameter) or _stays_put(arg)
 
 
 def _output_spec(out, captured: list) -> tuple:

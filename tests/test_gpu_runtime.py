@@ -8,6 +8,7 @@ that move; outputs a caller holds stay valid; what cannot be recorded runs unrec
 
 from __future__ import annotations
 
+import copy
 import warnings
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from mind.runtime import cudagraphs
 from mind.runtime.cudagraphs import MindCudaGraphWarning
-from programs import ON_GPU, assert_same_step, mlp_training_step, no_fallback
+from programs import ON_GPU, assert_same_step, conv_net, mlp_training_step, no_fallback
 from torch._dynamo.utils import counters
 from triton.runtime.jit import JITFunction
 
@@ -182,6 +183,41 @@ def test_training_step_records_forward_and_backward(replays):
     assert replays["replays"] >= 4
 
 
+def test_an_input_the_graph_overwrites_is_copied_back_after_each_replay(replays):
+    """A replay reads a user's input from the recording's copy of it; the graph overwrites it
+    there (an in-place op on an input, kept in the graph), so the replay copies it back."""
+
+    def accumulate(x, y):
+        x.mul_(2).add_(y)
+        return y * 3
+
+    x, y = torch.randn(64, device="cuda"), torch.randn(64, device="cuda")
+    want = x.clone()
+    compiled = torch.compile(accumulate, backend="mind", mode="reduce-overhead")
+    with no_fallback():
+        for _ in range(4):
+            compiled(x, y)
+            want.mul_(2).add_(y)
+            torch.testing.assert_close(x, want)
+    assert replays["replays"] >= 2
+
+
+def test_batch_norm_running_stats_under_cuda_graphs(replays):
+    """Batch norm's statistics kernel stores its running stats into the module's buffers, which
+    recordings read (and overwrite) in place: every replayed step updates them as eager does."""
+    model, x = conv_net(device="cuda")
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="mind", mode="reduce-overhead")
+    with no_fallback():
+        for _ in range(4):
+            compiled(x).sum().backward()
+            reference(x).sum().backward()
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                got, want = getattr(model.bn, name), getattr(reference.bn, name)
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4, msg=name)
+    assert replays["replays"] >= 4
+
+
 def test_backward_reads_views_of_parameters_in_place(monkeypatch):
     """The transposed weight a backward reads is a view of a parameter: it stays put, so the
     recording binds it rather than copying it before every replay; x and the loss's gradient
@@ -208,7 +244,9 @@ def test_backward_reads_views_of_parameters_in_place(monkeypatch):
     model(x).relu().sum().backward()
     torch.testing.assert_close(got, x.grad)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    assert copied and not [a for a in copied if a.untyped_storage().data_ptr() in params]
+    views = [a for a in copied if a.untyped_storage().data_ptr() in params]
+    assert copied
+    assert not views, [(type(a).__name__, tuple(a.shape), a.stride()) for a in views]
 
 
 def test_new_shapes_record_up_to_the_bound(replays):

@@ -386,9 +386,9 @@ def test_as_strided_of_an_input_that_starts_inside_its_storage(tmp_path, monkeyp
         assert "aten.as_strided" in source
 
 
-#: name -> (fn, input shape); the backward runs in mind's own kernels too (max pooling's as a
-#: scatter_add of the gradient at the forward's indices, average pooling's as a gather over the
-#: windows that cover each input position)
+#: name -> (fn, input shape); the backward runs in mind's own kernels too (a gather over the
+#: windows that span each input position; max pooling's over more than 25 of them as a
+#: scatter_add of the gradient at the forward's indices)
 BACKWARD = {
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), (2, 3, 9, 11)),
     "max_pool2d_overlap_ceil": (lambda x: F.max_pool2d(x, 3, 1, ceil_mode=True), (1, 2, 7, 8)),
@@ -397,6 +397,11 @@ BACKWARD = {
         (3, 8, 10),
     ),
     "max_pool3d_overlap": (lambda x: F.max_pool3d(x, 3, 2, 1), (1, 2, 5, 6, 7)),
+    "max_pool2d_dilated_ceil": (  # windows 5 wide, their taps 2 apart: 3 x 3 span a position
+        lambda x: F.max_pool2d(x, 3, 2, 1, dilation=2, ceil_mode=True),
+        (2, 3, 10, 9),
+    ),
+    "max_pool2d_many_windows": (lambda x: F.max_pool2d(x, 6, 1, 2), (1, 2, 9, 8)),  # scatter
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (2, 3, 9, 11)),
     "avg_pool2d_ceil_no_pad_count": (
         lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
@@ -431,6 +436,15 @@ def backward_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     torch.testing.assert_close(got, x.grad)
     backward = "\n".join(p.read_text() for p in tmp_path.glob("*backward*.py"))
     assert "@triton.jit" in backward and "torch.ops.aten" not in backward
+
+
+@pytest.mark.parametrize("name", ["max_pool2d", "max_pool3d_overlap", "max_pool2d_dilated_ceil"])
+def test_max_pool_backward_gathers(name, tmp_path, monkeypatch):
+    """The backward is one kernel that gathers from the windows spanning each position (as
+    Inductor's lowering): no zero-filled f32 buffer, no atomic adds, no cast after."""
+    backward_in_own_kernels(name, "cpu", None, tmp_path, monkeypatch)
+    (source,) = [p.read_text() for p in tmp_path.glob("*backward*.py")]
+    assert source.count("@triton.jit") == 1 and "atomic" not in source
 
 
 #: ops that torch 2.11's decomposition table has no rule for (2.14's has some): mind's own

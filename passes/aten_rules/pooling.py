@@ -6,10 +6,12 @@
   flat over the pooled dims, the first maximum, or where NaNs are the last NaN, as eager's
   kernels pick (a NaN replaces what came before; argmax keeps the first). Other cases return
   NotImplemented: mind's lowering (lowerings/pooling.py) unrolls their windows.
-- Max pooling's backward, 2-d and 3-d: a scatter-add of the gradient at the forward's indices
-  into zeros of the input's shape (in f32 for f16 and bf16, then cast back), which mind lowers
-  with atomics. Under deterministic algorithms ATen's own kernel stays: atomic adds sum in any
-  order.
+- Max pooling's backward, 2-d and 3-d, where more windows span an input position than mind's
+  lowering gathers from (lowerings/pooling.py, `gathers`): a scatter-add of the gradient at the
+  forward's indices into zeros of the input's shape (in f32 for f16 and bf16, then cast back),
+  which mind lowers with atomics. Under deterministic algorithms ATen's own kernel stays: atomic
+  adds sum in any order. Where the lowering gathers, the op stays (torch 2.14's own rule is the
+  scatter-add).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import math
 from collections.abc import Sequence
 
 import torch
+
+from ..lowerings.pooling import gathers, max_pool_window
 
 aten = torch.ops.aten
 
@@ -41,7 +45,8 @@ def _adaptive_max_pool(x: torch.Tensor, output_size: Sequence[int], *, n: int):
 
 
 def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices, *, n):
-    if torch.are_deterministic_algorithms_enabled():
+    window = max_pool_window(x.shape, kernel_size, stride, padding, dilation, n)
+    if gathers(window) or torch.are_deterministic_algorithms_enabled():
         return NotImplemented
     batch = grad.shape[:-n]
     half = grad.dtype in (torch.float16, torch.bfloat16)

@@ -3,8 +3,9 @@ window, its taps unrolled in one pointwise body when the window is small (Induct
 and a reduction over the window otherwise, out-of-bounds taps masked loads of 0; its backward
 gathers from the windows that cover each input position. Max pooling and adaptive max pooling
 (its general case) unroll the window into two pointwise nodes, values and positions; max
-pooling over more than 25 taps reduces the window instead (a max, an argmax). Max
-pooling's backward and the empty, global and even adaptive cases decompose (mind's own rules,
+pooling over more than 25 taps reduces the window instead (a max, an argmax); its backward
+gathers, as average pooling's, from the windows whose maximum was the position. A backward
+over more windows, and the empty, global and even adaptive cases decompose (mind's own rules,
 passes/aten_rules/) to a scatter-add, reductions and max pooling."""
 
 from __future__ import annotations
@@ -51,6 +52,35 @@ class Window:
 
     def step(self, d: int) -> int:
         return self.dilation[d] if self.dilation else 1
+
+    def extent(self, d: int) -> int:
+        """The input positions a window spans along dim d, from its first tap to its last."""
+        return (self.kernel[d] - 1) * self.step(d) + 1
+
+    def reach(self) -> list[int]:
+        """Along each pooled dim, the most windows that span one input position."""
+        return [-(-self.extent(d) // s) for d, s in enumerate(self.stride)]
+
+    def covering(self, b, pos: Sequence[IntLike], js: Sequence[int], pooled: Sequence[IntLike]):
+        """The output positions of taps `js` (each below `reach`) over the input positions
+        `pos`, one per pooled dim, and the b8 body value where they are outputs (of `pooled`)
+        whose windows span `pos` (None: everywhere)."""
+        outs, mask = [], None
+        for d, (h, j, m) in enumerate(zip(pos, js, self.reach())):
+            k, s, p, size = self.extent(d), self.stride[d], self.padding[d], pooled[d]
+            o = sympy.floor((h + p - k + s * m) / s) + 1 - m + j  # a non-negative numerator
+            outs.append(o)
+            conds = []
+            # o grows with h: checks that hold at the input's ends hold everywhere
+            if (o.subs(h, self.spatial[d] - 1) < size) != sympy.true:
+                conds.append(b.lt(b.index(o), b.constant(size, dt.i64)))
+            if j > 0 or s > k:  # the window may start past pos
+                conds.append(b.ge(b.index(h + p - o * s), b.constant(0, dt.i64)))
+            if m > 1 and (o.subs(h, 0) < 0) != sympy.false:  # the first may precede the output
+                conds.append(b.ge(b.index(o), b.constant(0, dt.i64)))
+            for cond in conds:
+                mask = cond if mask is None else b.logical_and(mask, cond)
+        return outs, mask
 
     def tap(self, b, x, out_idx: Sequence[IntLike], offsets: Sequence[IntLike], out_sizes):
         """x at the window of `out_idx` shifted by `offsets`, 0 where that lies in the padding."""
@@ -165,33 +195,16 @@ def avg_pool_backward(ctx, grad, x, kernel_size, stride, padding, ceil_mode,
     out = ctx.out
     kernel = _expand(kernel_size, n)
     window = Window(x.type.shape, kernel, _expand(stride, n, kernel), _expand(padding, n))
-    reach = [-(-k // s) for k, s in zip(kernel, window.stride)]
+    reach = window.reach()
     if math.prod(reach) > UNROLL_LIMIT:
         raise Unsupported("avg_pool backward over more windows than Inductor unrolls")
     compute = dt.upcast(out.dtype)
     pooled = grad.type.shape[-n:]
 
-    def covering(b, pos, js):
-        """The output positions of taps `js` over input `pos`, and where they cover it."""
-        outs, mask = [], None
-        for h, j, m, k, s, p, size in zip(
-            pos, js, reach, kernel, window.stride, window.padding, pooled
-        ):
-            o = sympy.floor((h + p - k + s * m) / s) + 1 - m + j  # a non-negative numerator
-            outs.append(o)
-            conds = [b.lt(b.index(o), b.constant(size, dt.i64))]
-            if j > 0 or s > k:  # the window may start past pos
-                conds.append(b.ge(b.index(h + p - o * s), b.constant(0, dt.i64)))
-            if m > 1:  # the first may lie before the output's start
-                conds.append(b.ge(b.index(o), b.constant(0, dt.i64)))
-            for cond in conds:
-                mask = cond if mask is None else b.logical_and(mask, cond)
-        return outs, mask
-
     def body(b, idx):
         batch, total = list(idx[:-n]), None
         for js in itertools.product(*map(range, reach)):
-            outs, mask = covering(b, idx[-n:], js)
+            outs, mask = window.covering(b, idx[-n:], js, pooled)
             g = b.cast(masked_load(b, grad, [*batch, *outs], mask), compute)
             div = divisor_override or window.divisor(
                 b, [*batch, *outs], grad.type.shape, count_include_pad
@@ -201,6 +214,51 @@ def avg_pool_backward(ctx, grad, x, kernel_size, stride, padding, ceil_mode,
                 div = b.where(mask, div, b.constant(1.0, compute))
             term = b.truediv(g, div)
             total = term if total is None else b.add(total, term)
+        return total
+
+    return ctx.pointwise(out.dtype, out.shape, body)
+
+
+def max_pool_window(sizes, kernel_size, stride, padding, dilation, n: int) -> Window:
+    """The window of max pooling's arguments (torch's defaults filled in) over `sizes`."""
+    kernel = _expand(kernel_size, n)
+    return Window(
+        sizes, kernel, _expand(stride, n, kernel), _expand(padding, n), _expand(dilation, n, [1])
+    )
+
+
+def gathers(window: Window) -> bool:
+    """Whether max pooling's backward over `window` gathers (`max_pool_backward`): at most 25
+    windows span an input position, Inductor's bound."""
+    return math.prod(window.reach()) <= UNROLL_LIMIT
+
+
+def max_pool_backward(ctx, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices,
+                      *, n: int):  # fmt: skip
+    """Each input position gathers the gradient of the windows that span it and took their
+    maximum there (their index is its flat position), as Inductor's lowering does: one
+    pointwise node in the gradient's dtype, with no zero-filled buffer to scatter into, no
+    atomics, and consumers (a batch norm's backward) that may fuse with it."""
+    out = ctx.out
+    window = max_pool_window(x.type.shape, kernel_size, stride, padding, dilation, n)
+    reach = window.reach()
+    if not gathers(window):
+        raise Unsupported("max_pool backward over more windows than Inductor unrolls")
+    compute = dt.upcast(out.dtype)
+    pooled = grad.type.shape[-n:]
+
+    def body(b, idx):
+        batch, total = list(idx[:-n]), None
+        here = _flat(b, idx[-n:], window.spatial)
+        for js in itertools.product(*map(range, reach)):
+            outs, mask = window.covering(b, idx[-n:], js, pooled)
+            tap = [*batch, *outs]
+            hit = b.eq(masked_load(b, indices, tap, mask), here)
+            hit = b.logical_and(mask, hit) if mask is not None else hit
+            g = b.cast(masked_load(b, grad, tap, mask), compute)
+            total = b.where(hit, g, b.constant(0.0, compute)) if total is None else (
+                b.where(hit, b.add(total, g), total)
+            )  # fmt: skip
         return total
 
     return ctx.pointwise(out.dtype, out.shape, body)
@@ -294,12 +352,10 @@ def max_pool(ctx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=Fa
     25), out-of-bounds taps masked to -inf, the values and positions as two pointwise nodes;
     a larger window is reduced (`_max_pool_reduction`)."""
     values, indices = ctx.outs
-    kernel = _expand(kernel_size, n)
     if not values.dtype.is_floating_point:
         raise Unsupported("max pooling of integers")
-    window = Window(
-        x.type.shape, kernel, _expand(stride, n, kernel), _expand(padding, n), _expand(dilation, n)
-    )
+    window = max_pool_window(x.type.shape, kernel_size, stride, padding, dilation, n)
+    kernel = window.kernel
     compute = dt.upcast(values.dtype)
     sizes = x.type.shape[-n:]
     if math.prod(kernel) > UNROLL_LIMIT:
@@ -371,6 +427,11 @@ for _lowering, *_overloads in (
     (avg_pool, aten.avg_pool2d, aten.avg_pool3d),
     (avg_pool_backward, aten.avg_pool2d_backward, aten.avg_pool3d_backward),
     (max_pool, aten.max_pool2d_with_indices, aten.max_pool3d_with_indices),
+    (
+        max_pool_backward,
+        aten.max_pool2d_with_indices_backward,
+        aten.max_pool3d_with_indices_backward,
+    ),
 ):
     for _n, _overload in enumerate(_overloads, start=2):
         register_lowering(_overload)(functools.partial(_lowering, n=_n))

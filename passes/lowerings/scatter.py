@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 
 import sympy
 import torch
-from mind.analysis.loops import pvars
+from mind.analysis.deps import equal
+from mind.analysis.loops import broadcast_index, element_reads, flat_offset, pvars
+from mind.dialects.common import is_graph_input
 from mind.dialects.loops import Scatter, YieldAt
 from mind.dialects.store_modes import BY_REDUCE
 from mind.ir import dtypes as dt
@@ -149,6 +151,32 @@ def scatter_add(ctx, x, dim, index, src):
 @register_lowering(aten.scatter_reduce.two)
 def scatter_reduce(ctx, x, dim, index, src, reduce, *, include_self=True):
     return _scatter(ctx, x, dim, index, src, reduce, include_self)
+
+
+# -- copy_ into a graph input -------------------------------------------------------------------
+@register_lowering(aten.copy_)
+def copy_into_input(ctx, dst, src, non_blocking=False):
+    """`dst.copy_(src)` where `dst` is a graph input: AOTAutograd's input mutations (batch norm's
+    running stats), which it leaves in the graph, after every read of the input, as Inductor
+    asks. A scatter that overwrites the input element by element with src's (broadcast, cast):
+    fused with the kernel computing src, that kernel stores into the input's memory, where
+    AOTAutograd's wrapper would copy a returned buffer into it after the call. Where src reads
+    the input at other elements than the one it lands on (a flip), or lies on another device,
+    ATen's copy_ runs it (src a buffer of its own)."""
+    shape = list(dst.type.shape)
+    if not is_graph_input(dst) or is_tensor(src) and src.type.device != dst.type.device:
+        raise Unsupported("copy_ into a value the graph computes, or across devices")
+    here = pvars(0, len(shape))
+    if is_tensor(src):
+        at = flat_offset(dst, here)
+        for buffer, offset in element_reads(src, broadcast_index(src.type.shape, here)):
+            if buffer is dst and not equal(offset, at):
+                raise Unsupported(f"copy_ of an input's elements at {offset} onto {at}")
+
+    def body(b, idx):
+        return idx[: len(shape)], operand(b, src, idx[: len(shape)], dst.type.dtype)
+
+    return scatter_node(ctx, dst, shape or [1], None, body)
 
 
 # -- as_strided_scatter -----------------------------------------------------------------------
