@@ -206,6 +206,13 @@ class KernelBuilder:
             scope.masks[groups] = value
         return scope.masks[groups]
 
+    def _eviction(self, offset: Value) -> str:
+        """The loop's cache policy, except that what every row reads alike (a weight, indexed
+        along r only) stays in L2 for the next row, as Inductor keeps broadcast loads."""
+        if self.groups_of(offset) <= {self.tiling.rgroup}:
+            return "evict_last"
+        return self.eviction
+
     def groups_of(self, value: Value) -> frozenset[Group]:
         """The groups an index value varies along."""
         return self.value_groups.get(value, frozenset())
@@ -323,7 +330,7 @@ class KernelBuilder:
             if op.other is not None:
                 attrs["other"] = op.other
         if self.eviction is not None:
-            attrs["eviction_policy"] = self.eviction
+            attrs["eviction_policy"] = self._eviction(offset)
         if not shape_of(offset):  # one element (a 0-d input): loaded as a block, as Inductor does
             offset = self.block_offset(scope, op.index, offset, (1,) * self.tiling.groups[0].rank)
         shape = broadcast_shapes(

@@ -1,5 +1,6 @@
 """The persistent-reduction strategy: a row that fits (at most `persistent-max` elements, or
-`OUTER_PERSISTENT_MAX` for a reduction along strided memory) is reduced in registers, R0_BLOCK
+`OUTER_PERSISTENT_MAX` for a reduction along strided memory; `persistent-max` is by default
+by the row's element size, heuristics.PERSISTENT_MAX) is reduced in registers, R0_BLOCK
 covering it whole. The body's phases (work that depends on k earlier reductions, see phases.py)
 run one after the other; what varies along r is recomputed in each phase that needs it."""
 
@@ -9,11 +10,16 @@ from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction
 
 from .accumulators import accumulator
-from .heuristics import OUTER_PERSISTENT_MAX, persistent_candidates, persistent_config
+from .heuristics import (
+    OUTER_PERSISTENT_MAX,
+    persistent_candidates,
+    persistent_config,
+    persistent_max,
+)
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .scans import holds_row
-from .tiling import Tiling, is_inner, reduction_tiling, row_size
+from .tiling import Tiling, is_inner, reduction_tiling, row_itemsize, row_size
 
 
 class Persistent(Strategy):
@@ -24,7 +30,7 @@ class Persistent(Strategy):
             return False
         if holds_row(node):
             return True
-        size, limit = row_size(node), options.persistent_max
+        size, limit = row_size(node), options.persistent_max or persistent_max(row_itemsize(node))
         if size > limit:
             return False
         return size <= OUTER_PERSISTENT_MAX or is_inner(node)

@@ -97,7 +97,9 @@ def _accesses(node: Operation) -> list[sympy.Expr]:
 def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
     """Whether stepping p<dim> steps `expr` by one element. Where `expr` is not linear in it (a
     reshape's floor and Mod, a cat's offsets), the step from the origin decides, as Inductor's
-    stride hints do: `Mod(p1, 64) + 384*floor(p1/384)` steps by one."""
+    stride hints do: `Mod(p1, 64) + 384*floor(p1/384)` steps by one. Coalescing asks what
+    neighbouring lanes touch, so this is the local step, not analysis.layouts' mean step over
+    the loop's range (0.72 here, for 1152 columns), which orders dims by how far they travel."""
     var = sym(f"p{dim}")
     linear = linear_coefficients(expr, (var,))
     if linear is not None:
@@ -201,3 +203,14 @@ def reduction_tiling(node: Node, choose: ReductionConfig) -> Tiling:
 def row_size(node: Node) -> int:
     """The elements a reduction reduces per x position, at its size hint."""
     return size_hint(numel(node.sizes[1]))
+
+
+def row_itemsize(node: Node) -> int:
+    """The widest element a reduction's body loads along r (4 when it loads none)."""
+    nx, nr = (len(s) for s in node.sizes)
+    rs = {sym(f"p{d}") for d in range(nx, nx + nr)}
+    loaded = (op for op in node.body.ops if isinstance(op, Load))
+    sizes = [
+        op.result.type.dtype.itemsize for op in loaded if sympy.sympify(op.index).free_symbols & rs
+    ]
+    return max(sizes, default=4)

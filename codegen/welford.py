@@ -8,7 +8,9 @@ m2 and count, one element at a time:
 
     n += 1;  delta = x - mean;  mean += delta / n;  m2 += delta * (x - mean)
 
-so the row is read once, and after the loop the lanes merge by the kind's combine
+so the row is read once. Where no lane of the block is masked along r, n is the same for every
+lane, so it is carried as one value and `delta / n` is `delta * (1 / n)`: a division per block,
+not per element (which cost a 4096-wide layer norm 5% on an H200). After the loop the lanes merge by the kind's combine
 (`welford_merge`, dialects/reductions.py): lanes that saw nothing have count 0 and add nothing.
 """
 
@@ -61,7 +63,10 @@ class Welford(Accumulator):
 
     def init(self, b, scope, op):
         dtype, full = op.results[0].type.dtype, b.tiling.full_shape
-        return [b.full(scope, 0.0, dtype, full) for _ in range(3)]  # mean, m2, count
+        count = (1,) * len(full) if _uniform(b) else full
+        return [b.full(scope, 0.0, dtype, full), b.full(scope, 0.0, dtype, full)] + [
+            b.full(scope, 0.0, dtype, count)
+        ]  # mean, m2, count
 
     def step(self, b, scope, op, acc, mask):
         (mean, m2, count), dtype = acc, dtype_of(acc[0])
@@ -72,13 +77,27 @@ class Welford(Accumulator):
         one = b.full(scope, 1.0, dtype, (1,) * len(b.tiling.full_shape))
         count_new = ops.add(count, one)
         delta = ops.sub(x, mean)
-        mean_new = ops.add(mean, ops.truediv(delta, count_new))
+        if _uniform(b):  # one reciprocal per block, not a division per element
+            mean_new = ops.add(mean, ops.mul(delta, ops.truediv(one, count_new)))
+        else:
+            mean_new = ops.add(mean, ops.truediv(delta, count_new))
         m2_new = ops.add(m2, ops.mul(delta, ops.sub(x, mean_new)))
+        if _uniform(b):  # rows past xnumel are never stored: their count may run on
+            return [*keep_masked(b, scope, [mean_new, m2_new], acc[:2], mask), count_new]
         return keep_masked(b, scope, [mean_new, m2_new, count_new], acc, mask)
 
     def finish(self, b, scope, op, out):
         mean, m2, count = out
-        return list(welford_merge(Blocks(b, scope, dtype_of(mean)), mean, m2, count))
+        ops = Blocks(b, scope, dtype_of(mean))
+        if _uniform(b):  # every lane's count, to merge the lanes by
+            count = ops.add(b.full(scope, 0.0, dtype_of(mean), b.tiling.full_shape), count)
+        return list(welford_merge(ops, mean, m2, count))
+
+
+def _uniform(b: KernelBuilder) -> bool:
+    """Whether every lane of a row sees the same number of elements in the r-loop (no r mask):
+    then the running count is one value for the block, and its reciprocal one division."""
+    return not b.tiling.rgroup.masked
 
 
 def _row_length(b: KernelBuilder, scope: Scope, dtype: dt.DType) -> Value:

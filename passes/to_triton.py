@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from mind.analysis.views import alias_of
 from mind.codegen import plan_node
-from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, PERSISTENT_MAX, SM_COUNT
+from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, SM_COUNT
 from mind.codegen.plan import python_name
 from mind.dialects.collectives import KINDS, Start, waits_of
 from mind.dialects.common import (
@@ -119,10 +119,14 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     """Generate Triton kernels and the host wrapper of each graph."""
 
     persistent_max: int = option(
-        PERSISTENT_MAX, "reduce rows up to this many elements in registers (persistent)"
+        0,
+        "reduce rows up to this many elements in registers (persistent); 0: by the row's"
+        " element size, 1024 for 32-bit rows and 4096 for 16-bit ones",
     )
     max_r_block: int = option(MAX_R_BLOCK, "the widest block of a looped reduction")
-    max_warps: int = option(MAX_WARPS, "the most warps of a looped reduction (Inductor: 16)")
+    max_warps: int = option(
+        MAX_WARPS, "the most warps of a looped reduction, for rows of at least 8192 elements"
+    )
     split_reductions: bool = option(
         True, "split reductions whose rows are too few to fill sm-count SMs into two kernels"
     )

@@ -64,6 +64,10 @@ def _stays_put(t: torch.Tensor) -> bool:
 
 
 def _stay_put(tensors: list[torch.Tensor]) -> None:
+    """Record `tensors`' storages, and forget the freed ones: a recording is rare and costs far
+    more than a pass over the storages alive, so the record stays as small as they are."""
+    for ptr in [p for p, ref in _STAY_PUT.items() if ref.expired()]:
+        del _STAY_PUT[ptr]
     for t in tensors:
         storage = t.untyped_storage()
         _STAY_PUT[storage.data_ptr()] = StorageWeakRef(storage)

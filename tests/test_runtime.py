@@ -350,3 +350,19 @@ def test_a_kernel_failing_after_an_overlapped_load_fails_the_first_call(fake_com
         module.call([torch.zeros(3)])
     assert "kernel source:\n@triton.jit\ndef scale1(" in str(info.value)
     assert events[-1] == ("launched", "scale0")
+
+
+def test_storages_known_to_stay_put_are_forgotten_once_freed():
+    """CUDA graphs bind a storage in place when it is known to stay put. A freed one's address
+    may come back under a fresh tensor, so the record holds it weakly, and forgets it at the next
+    recording: the record is as large as the storages alive, not every one ever bound."""
+    from mind.runtime import cudagraphs
+
+    cudagraphs._stay_put([])
+    alive = len(cudagraphs._STAY_PUT)  # what other tests left, alive
+    kept, freed = torch.zeros(4), [torch.zeros(4) for _ in range(1000)]
+    cudagraphs._stay_put([kept, *freed])
+    assert all(cudagraphs._stays_put(t) for t in [kept, *freed])
+    del freed
+    cudagraphs._stay_put([torch.zeros(4)])
+    assert cudagraphs._stays_put(kept) and len(cudagraphs._STAY_PUT) <= alive + 2
