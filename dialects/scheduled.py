@@ -195,7 +195,15 @@ def _verify_node(op: Node) -> None:
                 f"'{inner.name}' reads '%{inner.source.name}', which its own node writes",
                 inner.loc,
             )
-    stored = {inner.buffer for inner in op.body.ops if isinstance(inner, Store)}
+    stored: set[Value] = set()
+    for inner in op.body.ops:
+        if isinstance(inner, Store) and inner.buffer in own and inner.buffer in stored:
+            raise VerifyError(  # (its write, one per result, covers one store)
+                f"'{inner.name}' stores '%{inner.buffer.name}' again: its node stored it",
+                inner.loc,
+            )
+        if isinstance(inner, Store):
+            stored.add(inner.buffer)
     missing = [r for r in op.results if r not in stored]
     if missing:
         raise VerifyError(f"'{op.name}' never stores '%{missing[0].name}'", op.loc)

@@ -167,6 +167,11 @@ def boxed(fn: Callable[[list], object]) -> Callable[[list], object]:
 def run_eagerly(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, dump: GraphDump):
     """AOTAutograd's own ATen graph, boxed, after warning once why."""
     fall_back(symbol, exc, dump.reproducer())
+    return eager_call(aot_gm)
+
+
+def eager_call(aot_gm: torch.fx.GraphModule) -> Callable[[list], object]:
+    """AOTAutograd's own ATen graph, boxed."""
     return boxed(make_boxed_func(aot_gm.forward))
 
 
@@ -175,7 +180,8 @@ class FirstCallCheck:
     graph falls back to eager for good, its outputs laid out as the compiled graph reported them
     (`output_strides`: a backward may have been compiled for them). The first call gets a copy of
     the argument list, so that generated code that frees its inputs cannot take them from the
-    eager rerun."""
+    eager rerun. A kernel's failed check (`CheckFailed`, at any call) is no fault of the graph:
+    that call runs eagerly, which raises eager's own error, and the graph stays compiled."""
 
     def __init__(
         self,
@@ -190,11 +196,13 @@ class FirstCallCheck:
         self.checked = False
 
     def __call__(self, args: list) -> object:
-        if self.checked:
-            return self.call(args)
         try:
-            out = self.call(list(args))
+            out = self.call(args if self.checked else list(args))
+        except runtime.CheckFailed:
+            return laid_out(eager_call(self.aten()), self.output_strides)(args)
         except Exception as exc:
+            if self.checked:
+                raise
             eager = run_eagerly(self.aten(), self.symbol, exc, self.dump)
             self.call = laid_out(eager, self.output_strides)
             out = self.call(args)

@@ -11,10 +11,11 @@ from .cache import (
     remember_graph,
     source_key,
 )
-from .errors import KernelError
+from .errors import CheckFailed, KernelError
 from .loader import default_interpret, load, overlapped
 
 __all__ = [
+    "CheckFailed",
     "KernelError",
     "cache_dir",
     "cached_graph",

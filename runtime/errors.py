@@ -20,6 +20,27 @@ class KernelError(MindError):
     """A generated kernel failed to compile or run."""
 
 
+class CheckFailed(KernelError):
+    """A kernel's check of its inputs failed: the checks eager makes (an index in bounds, an
+    integer divisor not zero), asserted in the kernel as Inductor's CPU kernels assert them. The
+    kernel is sound: these inputs make eager raise, and eager says how."""
+
+
+def failed_check(exc: BaseException) -> bool:
+    """Whether `exc` comes from a `tl.device_assert` that failed in Triton's interpreter (an
+    AssertionError raised by its `create_assert`). On a GPU a failed assert is no exception to
+    recover from: it ends the process's CUDA context."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, AssertionError):
+            tb = seen.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            return tb is not None and tb.tb_frame.f_code.co_name == "create_assert"
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def kernel_sources(tree: ast.Module, lines: list[str]) -> dict[str, str]:
     """Each decorated top-level function (the kernels), with its decorators."""
     out = {}
@@ -106,7 +127,8 @@ class GeneratedSource:
             f"{type(exc).__name__}: {exc}"
             + (f"\nkernel source:\n{self.kernels[kernel]}" if kernel else "")
         )
-        return KernelError(message, origin_location(self.origin, kernel))
+        error = CheckFailed if failed_check(exc) else KernelError
+        return error(message, origin_location(self.origin, kernel))
 
 
 def wrap_call(module: types.ModuleType, source: GeneratedSource) -> None:

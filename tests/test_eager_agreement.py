@@ -8,9 +8,7 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from programs import compile_strictly
-
-from mind import MindFallbackWarning
+from programs import compile_strictly, no_fallback
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -130,26 +128,30 @@ def test_conv_batch_norm_net(mode):
 
 RAISES = {
     # an index out of range: the kernel asserts (Inductor's indirect-index assert), and the
-    # first call's failure reruns eager, which raises its own IndexError
+    # call whose check fails reruns eagerly, which raises its own IndexError
     "embedding_out_of_range": (
         lambda i, w: F.embedding(i, w),
         lambda: (torch.tensor([0, 12]), torch.randn(10, 4)),
+        lambda: (torch.tensor([0, 9]), torch.randn(10, 4)),
         IndexError,
     ),
     "index_select_out_of_range": (
         lambda x, i: x.index_select(0, i),
         lambda: (torch.randn(5, 3), torch.tensor([1, 5])),
+        lambda: (torch.randn(5, 3), torch.tensor([1, 4])),
         IndexError,
     ),
     # integer division by zero raises on CPU ("ZeroDivisionError"), as Inductor's CPU code does
     "floordiv_by_zero": (
         lambda a, b: a // b,
         lambda: (torch.tensor([5, 6]), torch.tensor([0, 2])),
+        lambda: (torch.tensor([5, -6]), torch.tensor([3, 4])),
         RuntimeError,
     ),
     "remainder_by_zero": (
         lambda a, b: a % b,
         lambda: (torch.tensor([5, 6]), torch.tensor([2, 0])),
+        lambda: (torch.tensor([5, -6]), torch.tensor([3, 4])),
         RuntimeError,
     ),
 }
@@ -157,12 +159,19 @@ RAISES = {
 
 @pytest.mark.parametrize("name", RAISES)
 def test_raises_where_eager_raises(name):
-    fn, make, error = RAISES[name]
-    inputs = make()
+    """Eager's own error at each call whose inputs fail a kernel's check, first or later, and
+    the graph stays compiled: no fallback, and the right answer for the inputs in between."""
+    fn, bad, good, error = RAISES[name]
     with pytest.raises(error):
-        fn(*inputs)
-    with pytest.raises(error), pytest.warns(MindFallbackWarning, match="KernelError"):
-        torch.compile(fn, backend="mind")(*inputs)
+        fn(*bad())
+    compiled = torch.compile(fn, backend="mind")
+    with no_fallback():
+        with pytest.raises(error):
+            compiled(*bad())
+        inputs = good()
+        torch.testing.assert_close(compiled(*inputs), fn(*inputs))
+        with pytest.raises(error):
+            compiled(*bad())
 
 
 def test_a_negative_integer_power_raises_as_eager_does():
