@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -188,6 +189,10 @@ def _check_result_types(op: Operation) -> None:
     if key is not None and key in _CONFIRMED:
         return
     _run_on_fake(op)
+    _confirm(key)
+
+
+def _confirm(key: Hashable | None) -> None:
     if key is not None:
         if len(_CONFIRMED) >= _CONFIRMED_MAX:
             _CONFIRMED.clear()
@@ -198,12 +203,16 @@ def _check_result_types(op: Operation) -> None:
 def _fake_mode() -> Iterator[FakeTensorMode]:
     """A mode to make fake tensors in, its log of an op that rejects its arguments muted (the
     verifier turns the rejection into a diagnostic). No real kernel runs where an op has no meta
-    function: it would allocate the declared sizes."""
-    with (
-        quiet(logging.getLogger(FakeTensorMode.__module__)),
-        FakeTensorMode(allow_fallback_kernels=False) as mode,
-    ):
+    function: it would allocate the declared sizes. One mode per thread, entered again for each
+    op: making one records a stack trace (a millisecond, as long as the op's fake run)."""
+    mode = getattr(_THREAD, "fake_mode", None)
+    if mode is None:
+        mode = _THREAD.fake_mode = FakeTensorMode(allow_fallback_kernels=False)
+    with quiet(logging.getLogger(FakeTensorMode.__module__)), mode:
         yield mode
+
+
+_THREAD = threading.local()
 
 
 def _run_on_fake(op: Operation) -> None:
@@ -272,7 +281,9 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
         elif node.target is operator.getitem and isinstance(values.get(node.args[0]), tuple):
             values[node] = values[node.args[0]][node.args[1]]
         else:
-            values[node] = block.append(_import_call(node, values)).results
+            op = block.append(_import_call(node, values))
+            _confirm(_signature(op))  # its result types are what torch's fake run of it gave
+            values[node] = op.results
             if len(values[node]) == 1 and not isinstance(node.meta.get("val"), tuple | list):
                 values[node] = values[node][0]
             else:
