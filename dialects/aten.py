@@ -164,13 +164,13 @@ def _fake_tensor(value: Value) -> torch.Tensor | None:
     )
 
 
-#: signatures (`_signature`) whose result types a fake run confirmed: a model's repeated layers
+#: signatures (`signature`) whose result types a fake run confirmed: a model's repeated layers
 #: repeat their ops, and each run costs a dispatch through torch (a millisecond)
 _CONFIRMED: set = set()
 _CONFIRMED_MAX = 1 << 14
 
 
-def _signature(op: Operation) -> Hashable | None:
+def signature(op: Operation) -> Hashable | None:
     """What a fake run of `op` depends on: its name, its arguments and attributes with each value
     replaced by its type, its result types; None where some part cannot be hashed."""
     typed = map_values((op.args, dict(op.attrs)), lambda v: v.type)
@@ -185,11 +185,17 @@ def _signature(op: Operation) -> Hashable | None:
 def _check_result_types(op: Operation) -> None:
     """Run the op on fake tensors of its operands' types and devices, and compare dtype and sizes
     with the declared result types, once per signature."""
-    key = _signature(op)
+    key = signature(op)
     if key is not None and key in _CONFIRMED:
         return
     _run_on_fake(op)
     _confirm(key)
+
+
+def confirm(op: Operation) -> None:
+    """Record that `op`'s result types are what torch's fake run of it gives (its importer or a
+    pass ran it so), which the verifier then need not run again."""
+    _confirm(signature(op))
 
 
 def _confirm(key: Hashable | None) -> None:
@@ -282,7 +288,7 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
             values[node] = values[node.args[0]][node.args[1]]
         else:
             op = block.append(_import_call(node, values))
-            _confirm(_signature(op))  # its result types are what torch's fake run of it gave
+            confirm(op)  # its result types are what torch's fake run of it gave (`val`)
             values[node] = op.results
             if len(values[node]) == 1 and not isinstance(node.meta.get("val"), tuple | list):
                 values[node] = values[node][0]
