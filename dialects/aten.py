@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -163,13 +164,13 @@ def _fake_tensor(value: Value) -> torch.Tensor | None:
     )
 
 
-#: signatures (`_signature`) whose result types a fake run confirmed: a model's repeated layers
+#: signatures (`signature`) whose result types a fake run confirmed: a model's repeated layers
 #: repeat their ops, and each run costs a dispatch through torch (a millisecond)
 _CONFIRMED: set = set()
 _CONFIRMED_MAX = 1 << 14
 
 
-def _signature(op: Operation) -> Hashable | None:
+def signature(op: Operation) -> Hashable | None:
     """What a fake run of `op` depends on: its name, its arguments and attributes with each value
     replaced by its type, its result types; None where some part cannot be hashed."""
     typed = map_values((op.args, dict(op.attrs)), lambda v: v.type)
@@ -184,10 +185,20 @@ def _signature(op: Operation) -> Hashable | None:
 def _check_result_types(op: Operation) -> None:
     """Run the op on fake tensors of its operands' types and devices, and compare dtype and sizes
     with the declared result types, once per signature."""
-    key = _signature(op)
+    key = signature(op)
     if key is not None and key in _CONFIRMED:
         return
     _run_on_fake(op)
+    _confirm(key)
+
+
+def confirm(op: Operation) -> None:
+    """Record that `op`'s result types are what torch's fake run of it gives (its importer or a
+    pass ran it so), which the verifier then need not run again."""
+    _confirm(signature(op))
+
+
+def _confirm(key: Hashable | None) -> None:
     if key is not None:
         if len(_CONFIRMED) >= _CONFIRMED_MAX:
             _CONFIRMED.clear()
@@ -198,12 +209,16 @@ def _check_result_types(op: Operation) -> None:
 def _fake_mode() -> Iterator[FakeTensorMode]:
     """A mode to make fake tensors in, its log of an op that rejects its arguments muted (the
     verifier turns the rejection into a diagnostic). No real kernel runs where an op has no meta
-    function: it would allocate the declared sizes."""
-    with (
-        quiet(logging.getLogger(FakeTensorMode.__module__)),
-        FakeTensorMode(allow_fallback_kernels=False) as mode,
-    ):
+    function: it would allocate the declared sizes. One mode per thread, entered again for each
+    op: making one records a stack trace (a millisecond, as long as the op's fake run)."""
+    mode = getattr(_THREAD, "fake_mode", None)
+    if mode is None:
+        mode = _THREAD.fake_mode = FakeTensorMode(allow_fallback_kernels=False)
+    with quiet(logging.getLogger(FakeTensorMode.__module__)), mode:
         yield mode
+
+
+_THREAD = threading.local()
 
 
 def _run_on_fake(op: Operation) -> None:
@@ -272,7 +287,9 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
         elif node.target is operator.getitem and isinstance(values.get(node.args[0]), tuple):
             values[node] = values[node.args[0]][node.args[1]]
         else:
-            values[node] = block.append(_import_call(node, values)).results
+            op = block.append(_import_call(node, values))
+            confirm(op)  # its result types are what torch's fake run of it gave (`val`)
+            values[node] = op.results
             if len(values[node]) == 1 and not isinstance(node.meta.get("val"), tuple | list):
                 values[node] = values[node][0]
             else:

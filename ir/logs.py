@@ -89,10 +89,19 @@ if os.environ.get("MIND_LOGS"):  # else leave the loggers as the program configu
 
 @contextmanager
 def quiet(logger: logging.Logger) -> Iterator[None]:
-    """Mute a (torch) logger that prints, traceback and all, an error mind reports instead."""
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
+    """Mute a (torch) logger that prints, traceback and all, an error mind reports instead. A
+    filter that drops every record, not a level: setting a level clears the cache of every logger
+    of the process (torch has hundreds), and the verifier mutes one for each op it runs."""
+    drop = _Drop()
+    logger.addFilter(drop)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        logger.removeFilter(drop)
+
+
+class _Drop(logging.Filter):
+    """Drops every record (one instance per `quiet`, so that nested ones each remove their own)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False

@@ -92,15 +92,24 @@ def gc_frozen() -> Iterator[None]:
     compile scans what the compile made, not the whole process. Full collections come each time
     a quarter more objects than the process had survive, so a large graph's compile met two or
     three, each a scan of millions of objects (a second per 16 transformer layers). Where the
-    program froze objects itself, nothing changes (`unfreeze` would release those too)."""
-    if gc.get_freeze_count():
+    program froze objects itself, nothing changes (`unfreeze` would release those too). A block
+    inside another (a graph's compile inside the backend's) does not ask: counting the frozen
+    objects walks them all (50 ms for torch's millions)."""
+    if _FREEZING[0] or gc.get_freeze_count():
         yield
         return
     gc.freeze()
+    _FREEZING[0] = True
     try:
         yield
     finally:
+        _FREEZING[0] = False
         gc.unfreeze()
+
+
+#: whether a `gc_frozen` block froze the objects and has not ended (one list for the process,
+#: as the freeze is)
+_FREEZING = [False]
 
 
 def cache_tag(

@@ -47,6 +47,9 @@ from .realize import same_layout
 Strides = tuple[IntLike, ...]
 #: what converts a tensor to other strides (the same values, laid out anew)
 COPY_STRIDED = "torch.ops.prims.copy_strided.default"
+#: `Relayout._fake_types` answers by signature; a fake run costs a dispatch through torch
+_TYPED: dict = {}
+_TYPED_MAX = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -251,8 +254,26 @@ class Relayout:
             if isinstance(old, TensorType) and not same_layout(old.shape, old.strides, t.strides):
                 self.traced[result] = self.traced.get(result, old)
                 result.type = dataclasses.replace(old, strides=t.strides)
+        from mind.dialects.aten import confirm
+
+        confirm(op)
 
     def _fake_types(self, op: Operation) -> list[TensorType] | None:
+        """`_run_fake`'s answer, once per signature (`aten.signature`: name, argument types,
+        attributes, result types): a model's repeated layers repeat their ops, and a backward
+        those of its forward."""
+        from mind.dialects.aten import signature
+
+        key = signature(op)
+        if key is None:
+            return self._run_fake(op)
+        if key not in _TYPED:
+            if len(_TYPED) >= _TYPED_MAX:
+                _TYPED.clear()
+            _TYPED[key] = self._run_fake(op)
+        return _TYPED[key]
+
+    def _run_fake(self, op: Operation) -> list[TensorType] | None:
         """The tensor types of `op`'s results run on fake tensors of its operands' types; None
         when it cannot run so, or gives results of other dtypes or sizes."""
         import torch

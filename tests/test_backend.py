@@ -392,3 +392,21 @@ def test_compiling_hides_the_heap_from_the_collector_and_puts_it_back(monkeypatc
         gc.unfreeze()
     assert warned == [] and during == [True] and frozen_after == program_froze
     assert made == ([] if program_froze else ["freeze", "unfreeze"])
+
+
+def test_a_freeze_inside_another_neither_counts_nor_unfreezes(monkeypatch):
+    """The objects stay frozen until the outermost block ends, and only that one counts the
+    frozen objects (a walk over all of them)."""
+    import gc
+
+    counts = []
+    count = gc.get_freeze_count
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: counts.append(1) or count())
+    assert count() == 0
+    with backend.gc_frozen():
+        frozen = count()
+        assert frozen > 0
+        with backend.gc_frozen():
+            assert count() == frozen
+        assert count() == frozen
+    assert count() == 0 and counts == [1]

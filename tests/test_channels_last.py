@@ -47,6 +47,27 @@ def test_the_buffers_between_convolutions_are_channels_last():
     assert len(copies) == 4  # the image, the two weights, and the output back to eager's strides
 
 
+def test_ops_alike_are_typed_on_fake_tensors_once(monkeypatch):
+    """An op retyped for a changed layout runs on fake tensors once per signature: compiling
+    the net again runs none; what it made is what the first compile made."""
+    from mind.passes import channels_last
+
+    net, x = conv_net()
+    with torch.no_grad():
+        text = str(mind.capture(net.eval(), x, stage="aten"))
+    runs = []
+    run_fake = channels_last.Relayout._run_fake
+    monkeypatch.setattr(
+        channels_last.Relayout, "_run_fake", lambda self, op: runs.append(op) or run_fake(self, op)
+    )
+    monkeypatch.setattr(channels_last, "_TYPED", {})
+    first = str(run_pipeline(mind.parse(text), "channels-last{force=true}"))
+    assert runs and len(runs) == len(set(map(id, runs)))
+    count = len(runs)
+    assert str(run_pipeline(mind.parse(text), "channels-last{force=true}")) == first
+    assert len(runs) == count
+
+
 def test_inference_matches_eager(isolated_runtime):
     net, x = conv_net()
     net.eval()

@@ -3,6 +3,7 @@ exercised, by a `lit_tests/*/invalid.*` chunk or, for errors only a pass can mak
 
 import ast
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,25 @@ def test_an_aten_op_is_typed_on_its_declared_device():
     verify(mind.parse(bag.format(dev="cuda:0", n=8, m=0)))
     with pytest.raises(VerifyError, match=r"computes i64\[0\] but '%offset2bag' is declared"):
         verify(mind.parse(bag.format(dev="cpu", n=8, m=2)))
+
+
+def test_an_imported_aten_graph_is_confirmed_by_torchs_trace(monkeypatch):
+    """An op imported from a traced graph is typed by torch's fake run of it (its node's
+    `val`): verifying the import runs none again; an op whose types a pass changes is run."""
+    import torch
+    from mind.dialects import aten
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    runs = []
+    run_on_fake = aten._run_on_fake
+    monkeypatch.setattr(aten, "_run_on_fake", lambda op: runs.append(op.name) or run_on_fake(op))
+    monkeypatch.setattr(aten, "_CONFIRMED", set())
+    gm = make_fx(lambda x, y: ((x + y).relu().sum(0),))(torch.ones(4, 8), torch.ones(4, 8))
+    module = Module([aten.import_graph(gm, "g")])
+    verify(module)
+    assert runs == []
+    relu = next(op for op in module.ops[0].body.ops if op.name == "aten.relu.default")
+    relu.results[0].type = replace(relu.results[0].type, shape=(8, 4), strides=(4, 1))
+    with pytest.raises(VerifyError, match=r"computes f32\[4, 8\] but '%relu' is declared"):
+        verify(module)
+    assert runs == ["aten.relu.default"]
