@@ -126,9 +126,11 @@ def _tile_split(node: Operation, nx: int) -> int | None:
 def is_inner(node: Operation) -> bool:
     """Whether a reduction reads contiguously along r (else along x: a column sum). The accesses
     that move along both the innermost x dim and r carry the traffic, and they decide by
-    majority (a tie is inner); one the same along that x dim, such as the per-row mean a layer
-    norm's weight gradient reads, is reused across the tile's x axis from cache, and counts
-    only where no access moves along both."""
+    majority; one the same along that x dim, such as the per-row mean a layer norm's weight
+    gradient reads, is reused across the tile's x axis from cache, and counts only where no
+    access moves along both. A tie of accesses contiguous each way (a transpose: BERT's key
+    gradient read along r, stored along x) is outer, whose tile spans both axes; an inner tile
+    is one row wide, so its stores along x would each fill a memory sector of their own."""
     nx, nr = (len(s) for s in node.sizes)
     if not nx:
         return True
@@ -138,7 +140,7 @@ def is_inner(node: Operation) -> bool:
     both = both or accesses
     inner = sum(_unit_stride(e, nx + nr - 1) for e in both)
     outer = sum(_unit_stride(e, nx - 1) for e in both)
-    return inner >= outer
+    return inner > outer or inner == outer == 0
 
 
 def index_dtype(node: Node, count: IntLike) -> DType:
