@@ -19,7 +19,7 @@ from mind.dialects.common import Graph
 from mind.dialects.loops import LoopsCall, LoopsOutput
 from mind.dialects.torch_types import to_torch, to_torch_device
 from mind.ir.core import Block, Module, Region, Value
-from mind.runtime import load
+from mind.runtime import at_once, load
 from mind.runtime.autotune import timer_for
 from mind.runtime.cache import recall_tuning, remember_tuning
 
@@ -58,7 +58,8 @@ def _template_wins(call: LoopsCall) -> bool | None:
     record = recall_tuning(key, interpret)
     if record is not None and record.get("winner") in ("template", "aten"):
         return record["winner"] == "template"
-    program = load(source, "mm_probe", interpret=interpret)
+    with at_once():  # it runs now, inside the backend's overlapped compile
+        program = load(source, "mm_probe", interpret=interpret)
     inputs = [_random(v) for v in call.values if isinstance(v, Value)]
     op = reduce(getattr, call.symbol.split("."), torch.ops)
     kwargs = {k: v for k, v in call.attrs.items() if k not in ("input_strides", "origins")}

@@ -12,10 +12,11 @@ from .cache import (
     source_key,
 )
 from .errors import CheckFailed, KernelError
-from .loader import default_interpret, load, overlapped
+from .loader import at_once, default_interpret, load, overlapped
 
 __all__ = [
     "CheckFailed",
+    "at_once",
     "KernelError",
     "cache_dir",
     "cached_graph",

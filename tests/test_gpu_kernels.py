@@ -5,6 +5,7 @@ Skipped without CUDA."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import pytest
@@ -98,15 +99,32 @@ def test_max_autotune_tunes_and_records(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("name", REORDERED)
 def test_reordered_loops_fuse(name, dtype, tmp_path, monkeypatch):
-    """tests/test_loop_order.py's programs at about 2**24 elements: fuse makes one node of each
-    (to-triton may split its reduction), with eager's values."""
+    """tests/test_loop_order.py's programs at about 2**24 elements: fuse makes one node of each,
+    with eager's values, or two where the only refusal is fuse's `split` rule (a column
+    reduction too few rows wide to fill the GPU splits, and takes no work stored along its
+    rows), never one of loop order."""
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
+    refusals = []
+    keep = logging.Handler(logging.DEBUG)
+    keep.emit = lambda record: refusals.append(record.getMessage())
+    fusion = logging.getLogger("mind.fusion")
+    level = fusion.level
+    fusion.setLevel(logging.DEBUG)
+    fusion.addHandler(keep)
     fn, calls = REORDERED[name]
     most = max(math.prod(shape) for shape in calls[0])
     scale = int((2**24 / most) ** (1 / max(len(shape) for shape in calls[0])))
     args = [
         torch.randn([s * scale for s in shape], device="cuda", dtype=dtype) for shape in calls[0]
     ]
-    close(compiled(fn, *args), fn(*args), 1e-3 if dtype == torch.float32 else 3e-2)
+    try:
+        close(compiled(fn, *args), fn(*args), 1e-3 if dtype == torch.float32 else 3e-2)
+    finally:
+        fusion.removeHandler(keep)
+        fusion.setLevel(level)
     (fused,) = (tmp_path / "dump").glob("*.fuse.scheduled")
-    assert fused.read_text().count("scheduled.node @") == 1
+    nodes = fused.read_text().count("scheduled.node @")
+    refused = [m for m in refusals if "not fused" in m]
+    assert nodes == 1 or (
+        nodes == 2 and refused and all("splits its reduction" in m for m in refused)
+    )

@@ -336,6 +336,21 @@ def test_a_module_loaded_in_an_overlapped_block_binds_at_its_end(fake_compiles):
     assert events[2:] == [("launched", "scale0"), ("launched", "scale1")]
 
 
+def test_a_module_loaded_at_once_in_an_overlapped_block_binds_before_it_returns(fake_compiles):
+    """A caller that runs a module at once (mm-templates timing a template inside the backend's
+    overlapped compile) loads it under `at_once`: it comes back bound, not with its launches
+    waiting for the block's end (then not callable: "'Tuned' object is not callable")."""
+    from mind.runtime import at_once
+
+    events, _ = fake_compiles
+    with loader.overlapped():
+        with at_once():
+            module = load(BOUND_SOURCE, "g", interpret=False)
+        assert events == [("compiled", "scale0"), ("compiled", "scale1")]
+        module.call([torch.zeros(3)])
+    assert events[2:] == [("launched", "scale0"), ("launched", "scale1")]
+
+
 def test_a_kernel_failing_after_an_overlapped_load_fails_the_first_call(fake_compiles):
     """The module was handed out before its kernels compiled: the one that fails raises its
     KernelError, naming it, when the module's call launches it (as outside a block, the load
