@@ -6,8 +6,8 @@ Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as In
   2-D tiles up to 64 x 64.
 - persistent reduction: the whole row in registers (R0_BLOCK = next power of 2 of the row);
   inner rows take XBLOCK so a program holds about 256 elements (the seed's [4, 128]: XBLOCK=1),
-  outer ones (contiguous along x) the widest XBLOCK keeping the tile at most 4096 and 4 programs
-  per SM, or at most 512 elements where that leaves fewer; a warp per 256 elements.
+  outer ones (contiguous along x) the widest XBLOCK up to 32 keeping the tile at most 512, a
+  warp per 256 elements.
 - looped reduction: inner XBLOCK=1 x R0_BLOCK up to 2048; outer XBLOCK=32 x R0_BLOCK=16 with 8
   warps, so every row of the tile reads 32 contiguous elements, few rows are in flight per
   program, and a wide matrix still gives many programs (tuning's winner over 32 x 64 on H200
@@ -43,13 +43,10 @@ MAX_R_BLOCK = 2048
 #: the most warps a reduction's program gets, and the most a looped row shorter than LONG_ROW gets
 MAX_WARPS, SHORT_ROW_WARPS = 16, 8
 #: a looped inner row this long takes up to MAX_WARPS: on an H200 16 warps run softmax, sums and
-#: variances of 8192 to 65536 elements 3-20% faster than 8, and a 4096-wide layer norm 4% slower
+#: variances of 8192 to 65536 elements 2-21% faster than 8, and a 4096-wide layer norm 4% slower
 LONG_ROW = 8192
 #: the streaming multiprocessors a split reduction fills (an H200's)
 SM_COUNT = 132
-#: a column reduction in registers takes tiles of up to 4096 elements while it keeps this many
-#: programs (4 per SM)
-OUTER_PROGRAMS = 4 * SM_COUNT
 
 
 @dataclass(frozen=True)
@@ -103,13 +100,12 @@ def persistent_config(xnumel: int, rnumel: int, inner: bool) -> LaunchConfig:
     if inner:
         fits = [x for x in (1, 8, 32, 128) if x * rblock <= 256 and x <= next_power_of_2(xnumel)]
         return _reduction(max(fits, default=1), rblock)
-    # columns: tiles of up to 4096 elements while they leave 4 programs per SM, else of 512, so
-    # that few columns still make many programs (tuning's winners over 4096-element tiles on
-    # H200 split-reduction finals of 768-8192 columns, 1.2-1.3x); a warp per 256 elements
-    xs = [1 << k for k in range(13) if (1 << k) * rblock <= 4096]
-    many = [x for x in xs if xnumel >= OUTER_PROGRAMS * x]
-    small = [x for x in xs if x * rblock <= 512 and x <= min(32, next_power_of_2(xnumel))]
-    xblock = max(many + small, default=1)
+    # columns: tiles of at most 512 elements (32 columns), a warp per 256, so that few columns
+    # still make many programs: tuning's winners over 4096-element tiles on H200 split-reduction
+    # finals of 768-8192 columns (1.2-1.3x). Wider tiles lose where many columns are indexed
+    # through a reshape (Llama's sum over a group of heads: 512 x 4 took 20 us, 32 x 4 11 us)
+    fits = [x for x in (1, 8, 16, 32) if x * rblock <= 512 and x <= next_power_of_2(xnumel)]
+    xblock = max(fits, default=1)
     return LaunchConfig(
         {"XBLOCK": xblock, "R0_BLOCK": rblock}, _num_warps(xblock * rblock // 256, 1)
     )
