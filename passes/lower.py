@@ -155,11 +155,15 @@ class LowerCtx:
     """Builds the nodes of one `loops.graph`. `out` / `outs` are the result types of the aten op
     being lowered (torch's meta computation), `origin` its short name. `deterministic`: lower
     nothing whose result depends on the order threads run in (torch.use_deterministic_algorithms:
-    scatters run as ATen calls)."""
+    scatters run as ATen calls). `unroll_max`: a reduction of at most that many elements a row
+    is a pointwise node folding them."""
 
-    def __init__(self, block: Block, reserved: set[str], deterministic: bool = False):
+    def __init__(
+        self, block: Block, reserved: set[str], deterministic: bool = False, unroll_max: int = 0
+    ):
         self.block = block
         self.deterministic = deterministic
+        self.unroll_max = unroll_max
         self.used = set(reserved)
         self.outs: list[TensorType] = []
         self.op: Operation | None = None
@@ -379,7 +383,7 @@ def strides_of_value(arg: Any) -> list[IntLike] | None:
     return list(t.strides) if isinstance(t, TensorType) and t.strides is not None else None
 
 
-def lower_graph(graph: Operation, deterministic: bool = False) -> Operation:
+def lower_graph(graph: Operation, deterministic: bool = False, unroll_max: int = 0) -> Operation:
     """An `aten.graph` as a `loops.graph` with the same signature and value names."""
     block = Block()
     env: dict[Value, Any] = {}
@@ -388,7 +392,7 @@ def lower_graph(graph: Operation, deterministic: bool = False) -> Operation:
         if isinstance(arg.type, SymType):
             env[arg] = arg.type.expr
     reserved = {v.name for o in graph.walk() for v in o.results} | {a.name for a in block.args}
-    ctx = LowerCtx(block, reserved, deterministic)
+    ctx = LowerCtx(block, reserved, deterministic, unroll_max)
     for op in graph.body.ops:
         if op.name == "aten.output":
             strides = [strides_of_value(a) for a in op.values]
@@ -412,6 +416,11 @@ class Lower(GraphPass, name="lower", input="aten", output="loops"):
     deterministic: bool = option(
         False, "run scatters as ATen calls (torch.use_deterministic_algorithms, as Inductor)"
     )
+    unroll_reductions: int = option(
+        8,
+        "a reduction of at most this many elements a row (static sizes) is a pointwise node"
+        " folding them (Inductor's unroll_reductions_threshold)",
+    )
 
     def run_graph(self, graph: Operation) -> Operation:
-        return lower_graph(graph, self.deterministic)
+        return lower_graph(graph, self.deterministic, self.unroll_reductions)
