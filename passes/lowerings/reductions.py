@@ -70,10 +70,10 @@ def reduce(
         if kind.is_index:  # its position: 0
             return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(0, dtype))
         return ctx.pointwise(dtype, shape, lambda b, idx: body(b, idx, (0,) * len(dims)))
-    if sympy.sympify(math.prod(ranges)).is_Integer and math.prod(ranges) <= ctx.unroll_max:
-        if not kind.is_index:
-            unroll = functools.partial(unrolled, ranges=ranges, kind=kind, dtype=dtype, body=body)
-            return ctx.pointwise(dtype, shape, unroll)
+    count = sympy.sympify(math.prod(ranges))
+    if count.is_Integer and 0 < count <= ctx.unroll_max and not kind.is_index:
+        unroll = functools.partial(unrolled, ranges=ranges, kind=kind, dtype=dtype, body=body)
+        return ctx.pointwise(dtype, shape, unroll)
     return ctx.reduction(dtype, shape, ranges, reduction_type, body)
 
 
