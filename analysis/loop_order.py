@@ -22,6 +22,7 @@ it combines in), as in Inductor, and not matmul templates, whose loops are their
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 
 import sympy
 from mind.dialects.loops import Load
@@ -31,7 +32,13 @@ from mind.ir.symbols import IntLike, as_int_like
 
 from .deps import equal, index_ops, product, size_hint
 from .iteration import Join, Reorder, coarsen
-from .loops import linear_coefficients, pvar, simplify_with_ranges, substitute
+from .loops import (
+    EXPR_CACHE_SIZE,
+    linear_coefficients,
+    pvar,
+    simplify_with_ranges,
+    substitute,
+)
 
 #: a buffer access in a node's body: the buffer, the flat index, whether it stores
 Access = tuple[Value, IntLike, bool]
@@ -47,12 +54,14 @@ def accesses(node: Node) -> list[Access]:
     return list(dict.fromkeys(found))
 
 
-def strides(index: IntLike, count: int) -> list[IntLike] | None:
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def strides(index: IntLike, count: int) -> tuple[IntLike, ...] | None:
     """The stride of each loop variable `p0..` in `index`, or None where `index` is not linear in
-    them (a floor or Mod of a loop variable, a product of two)."""
+    them (a floor or Mod of a loop variable, a product of two). Memoized: fuse asks it of the
+    same accesses for every pair and every buffer they share."""
     variables = [pvar(k) for k in range(count)]
     coeffs = linear_coefficients(index, variables)
-    return None if coeffs is None else [coeffs[v] for v in variables]
+    return None if coeffs is None else tuple(coeffs[v] for v in variables)
 
 
 #: a loop as an access sees it: the stride it steps the buffer by, and its size
@@ -179,21 +188,27 @@ def pieces(node: Node) -> tuple[list[IntLike], list[Access]]:
 def _cut_points(node: Node, var: sympy.Symbol, size: IntLike) -> list[IntLike]:
     """Where the node's indexes take loop `var` apart: the m of each `Mod(var + ..., m)`, the c
     of each `floor(var/c + ...)`, c*m for `Mod(floor(var/c), m)`, each dividing `size`."""
-    points = []
-    for op in index_ops(node.body.ops):
-        expr = sympy.sympify(op.index)
-        for term in expr.atoms(sympy.Mod, sympy.floor):
-            inner, outer = term.args[0], term.args[1] if isinstance(term, sympy.Mod) else 1
-            if isinstance(inner, sympy.floor):
-                inner = inner.args[0]
-            step = sympy.expand(inner).coeff(var)
-            if step != 0 and not step.free_symbols & {var}:
-                points += [1 / step, outer / step]
+    points = [p for op in index_ops(node.body.ops) for p in _index_cut_points(op.index, var)]
     return [
         p
         for p in dict.fromkeys(points)
         if _whole(p) and _whole(size / p) and not (equal(p, 1) or equal(p, size))
     ]
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _index_cut_points(index: IntLike, var: sympy.Symbol) -> tuple[IntLike, ...]:
+    """`_cut_points` of one index, memoized: a node's indexes are asked for each pair it is in,
+    and a model's repeated layers repeat them."""
+    points: list[IntLike] = []
+    for term in sympy.sympify(index).atoms(sympy.Mod, sympy.floor):
+        inner, outer = term.args[0], term.args[1] if isinstance(term, sympy.Mod) else 1
+        if isinstance(inner, sympy.floor):
+            inner = inner.args[0]
+        step = sympy.expand(inner).coeff(var)
+        if step != 0 and not step.free_symbols & {var}:
+            points += [1 / step, outer / step]
+    return tuple(points)
 
 
 def _piece_sizes(size: IntLike, points: list[IntLike]) -> list[IntLike]:

@@ -23,12 +23,12 @@ p0, p1, p2, s0, s1 = (sym(n) for n in ("p0", "p1", "p2", "s0", "s1"))
 
 
 def test_strides_of_linear_indexes_only():
-    assert strides(16 * p0 + p1 + 3, 2) == [16, 1]
-    assert strides(p0 * s1 + p1, 2) == [s1, 1]
-    assert strides(p1, 2) == [0, 1]
+    assert strides(16 * p0 + p1 + 3, 2) == (16, 1)
+    assert strides(p0 * s1 + p1, 2) == (s1, 1)
+    assert strides(p1, 2) == (0, 1)
     assert strides(mind.ir.symbols.as_int_like(p0 % 16), 1) is None
-    assert strides(p0 * s1 + p0 + 2 * s0 * p1 + s0, 2) == [s1 + 1, 2 * s0]
-    assert strides(sympy.Integer(7), 2) == [0, 0]
+    assert strides(p0 * s1 + p0 + 2 * s0 * p1 + s0, 2) == (s1 + 1, 2 * s0)
+    assert strides(sympy.Integer(7), 2) == (0, 0)
     assert strides(p0 * p1 + p1, 2) is None
     assert strides(p0**2, 1) is None
     assert strides(16 * sympy.floor(p0 / 16) + p1, 2) is None
