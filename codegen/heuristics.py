@@ -1,5 +1,6 @@
 """Launch configurations for generated kernels: block sizes, warps and stages from the sizes
-alone, the way Inductor's triton_heuristics pick the first config (mind does not autotune).
+alone, the way Inductor's triton_heuristics pick the first config (max-autotune's candidates,
+below, are timed against it).
 Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as Inductor does.
 
 - pointwise: XBLOCK up to 1024, a warp per 256 elements, at least 4 warps past 128 elements;
