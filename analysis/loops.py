@@ -161,8 +161,10 @@ def element_reads(value: Value, index: Index) -> Iterator[tuple[Value, IntLike]]
     it, whose body its readers inline, and theirs (a reduction's r variables at 0)."""
     base, at, _ = compose_view(value, list(index))
     node = producer(base)
-    if is_buffer(base) or not isinstance(node, Pointwise):
-        yield from [(base, flat_offset(base, at))] if is_buffer(base) else []
+    if is_buffer(base):
+        yield base, flat_offset(base, at)
+        return
+    if not isinstance(node, Pointwise):  # a call's result: nothing of the graph's to read
         return
     mapping = {pvar(k): e for k, e in enumerate(at)}
     r_dims = len(getattr(node, "reduction_ranges", None) or ())

@@ -21,7 +21,7 @@ from math import prod
 
 import sympy
 from mind.analysis.deps import index_ops, size_hint
-from mind.analysis.loops import EXPR_CACHE_SIZE, linear_coefficients
+from mind.analysis.loops import EXPR_CACHE_SIZE, linear_coefficients, pvar, pvars
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir import dtypes as dt
@@ -100,7 +100,7 @@ def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
     stride hints do: `Mod(p1, 64) + 384*floor(p1/384)` steps by one. Coalescing asks what
     neighbouring lanes touch, so this is the local step, not analysis.layouts' mean step over
     the loop's range (0.72 here, for 1152 columns), which orders dims by how far they travel."""
-    var = sym(f"p{dim}")
+    var = pvar(dim)
     linear = linear_coefficients(expr, (var,))
     if linear is not None:
         return linear[var] == 1
@@ -134,9 +134,9 @@ def is_inner(node: Operation) -> bool:
     nx, nr = (len(s) for s in node.sizes)
     if not nx:
         return True
-    rs = {sym(f"p{d}") for d in range(nx, nx + nr)}
+    rs = _r_vars(node)
     accesses = _accesses(node)
-    both = [e for e in accesses if sym(f"p{nx - 1}") in e.free_symbols and e.free_symbols & rs]
+    both = [e for e in accesses if pvar(nx - 1) in e.free_symbols and e.free_symbols & rs]
     both = both or accesses
     inner = sum(_unit_stride(e, nx + nr - 1) for e in both)
     outer = sum(_unit_stride(e, nx - 1) for e in both)
@@ -209,10 +209,15 @@ def row_size(node: Node) -> int:
 
 def row_itemsize(node: Node) -> int:
     """The widest element a reduction's body loads along r (4 when it loads none)."""
-    nx, nr = (len(s) for s in node.sizes)
-    rs = {sym(f"p{d}") for d in range(nx, nx + nr)}
+    rs = _r_vars(node)
     loaded = (op for op in node.body.ops if isinstance(op, Load))
     sizes = [
         op.result.type.dtype.itemsize for op in loaded if sympy.sympify(op.index).free_symbols & rs
     ]
     return max(sizes, default=4)
+
+
+def _r_vars(node: Node) -> set[sympy.Symbol]:
+    """The loop variables of a node's r dims (after its x dims)."""
+    nx, nr = (len(s) for s in node.sizes)
+    return set(pvars(nx, nr))

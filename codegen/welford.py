@@ -64,9 +64,7 @@ class Welford(Accumulator):
     def init(self, b, scope, op):
         dtype, full = op.results[0].type.dtype, b.tiling.full_shape
         count = (1,) * len(full) if _uniform(b) else full
-        return [b.full(scope, 0.0, dtype, full), b.full(scope, 0.0, dtype, full)] + [
-            b.full(scope, 0.0, dtype, count)
-        ]  # mean, m2, count
+        return [b.full(scope, 0.0, dtype, shape) for shape in (full, full, count)]  # mean, m2, n
 
     def step(self, b, scope, op, acc, mask):
         (mean, m2, count), dtype = acc, dtype_of(acc[0])
