@@ -3,12 +3,13 @@ fresh process with empty caches, a throwaway first call for start-up, then the m
 (inference, or one training step), with mind's phases and passes timed (`compile_phases.Phases`).
 
     python3 -m benchmarks.model_phases [--models vit,llama] [--modes infer,train] [--small]
-        [--batch N] [--no-run] [--profile DIR] [--json F]
+        [--batch N] [--device cpu|cuda] [--dtype fp32|bf16] [--no-run] [--profile DIR] [--json F]
 
 On CPU the kernels run in Triton's interpreter, slowly at full size: `--no-run` binds every
 interpreted kernel to a launcher that does nothing, so a step runs only its ATen calls (matmuls,
 convolutions) and what is timed is the compile. The outputs are then garbage; the compile is
-the same. `--profile DIR` writes each row's cProfile stats (`<model>-<mode>.prof`).
+the same. On `--device cuda` the `load` phase holds the wait for Triton's compile workers.
+`--profile DIR` writes each row's cProfile stats (`<model>-<mode>.prof`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--modes", type=names_arg(MODES), default=list(MODES))
     p.add_argument("--small", action="store_true", help="the tiny CPU configs")
     p.add_argument("--batch", type=int, default=None, help="override the config's batch")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     p.add_argument("--no-run", action="store_true", help="interpreted kernels do nothing")
     p.add_argument("--profile", default=None, help="folder for cProfile stats per row")
     p.add_argument("--json", default=None)
@@ -64,21 +67,24 @@ def run_row(spec: dict) -> dict:
     """The row in this process: a throwaway Linear's first call, then the model's, timed."""
     import torch
 
-    from benchmarks.model_row import Task, compiled, stepper
+    from benchmarks.model_row import DTYPES, Task, compiled, stepper
     from benchmarks.zoo import MODELS, make
 
     phases = Phases()
     phases.install("mind")
     if spec["no_run"]:
         skip_interpreted_kernels()
-    task = Task(spec["model"], "fp32", spec["mode"], "mind", "cpu", spec["small"])
-    module = torch.nn.Linear(8, 8).train(task.mode == "train")
-    stepper(task, module, compiled(module, "mind"), (torch.ones(4, 8),))()
+    device, dtype = spec["device"], DTYPES[spec["dtype"]]
+    task = Task(spec["model"], spec["dtype"], spec["mode"], "mind", device, spec["small"])
+    module = torch.nn.Linear(8, 8).to(device, dtype).train(task.mode == "train")
+    stepper(
+        task, module, compiled(module, "mind"), (torch.ones(4, 8, device=device, dtype=dtype),)
+    )()
     torch._dynamo.reset()
     model = MODELS[spec["model"]]
     if spec["batch"] is not None:
         model = model.__class__(**{**vars(model), "full": {**model.full, "batch": spec["batch"]}})
-    module, inputs = make(model, task.small, "cpu", torch.float32)
+    module, inputs = make(model, task.small, device, dtype)
     module.train(task.mode == "train")
     step = stepper(task, module, compiled(module, "mind"), inputs)
     phases.take()  # the throwaway's and the model's building
@@ -87,9 +93,13 @@ def run_row(spec: dict) -> dict:
     if profile:
         profile.enable()
     step()
+    if device == "cuda":
+        torch.cuda.synchronize()
     if profile:
         profile.disable()
-        profile.dump_stats(os.path.join(spec["profile"], f"{spec['model']}-{spec['mode']}.prof"))
+        profile.dump_stats(
+            os.path.join(spec["profile"], f"{spec['model']}-{spec['mode']}-{spec['dtype']}.prof")
+        )
     row: dict = {"spec": spec}
     for clock, seconds in phases.take().items():
         total = CLOCKS[clock]() - start[clock]
@@ -139,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     for model in args.models:
         for mode in args.modes:
             spec = dict(
-                model=model, mode=mode, small=args.small, batch=args.batch,
-                no_run=args.no_run, profile=args.profile and os.path.abspath(args.profile),
+                model=model, mode=mode, small=args.small, batch=args.batch, device=args.device,
+                dtype=args.dtype, no_run=args.no_run, profile=args.profile and os.path.abspath(args.profile),
             )  # fmt: skip
             print(f"{model} {mode}...", file=sys.stderr)
             rows.append(in_fresh_process(spec))
