@@ -9,7 +9,7 @@ On CPU the kernels run in Triton's interpreter, slowly at full size: `--no-run` 
 interpreted kernel to a launcher that does nothing, so a step runs only its ATen calls (matmuls,
 convolutions) and what is timed is the compile. The outputs are then garbage; the compile is
 the same. On `--device cuda` the `load` phase holds the wait for Triton's compile workers.
-`--profile DIR` writes each row's cProfile stats (`<model>-<mode>.prof`).
+`--profile DIR` writes each row's cProfile stats (`<model>-<mode>-<dtype>.prof`).
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes:
             spec = dict(
                 model=model, mode=mode, small=args.small, batch=args.batch, device=args.device,
-                dtype=args.dtype, no_run=args.no_run, profile=args.profile and os.path.abspath(args.profile),
+                dtype=args.dtype, no_run=args.no_run,
+                profile=args.profile and os.path.abspath(args.profile),
             )  # fmt: skip
             print(f"{model} {mode}...", file=sys.stderr)
             rows.append(in_fresh_process(spec))

@@ -343,3 +343,19 @@ def test_cuda_bf16_batch_norm_training_passes_the_fp64_check(env, monkeypatch):
     )  # fmt: skip
     for backend in ("inductor", "mind"):
         assert_checked(by_backend(rows, "train")[backend], train=True)
+
+
+def test_model_phases_break_a_first_call_into_mind_passes(env):
+    """`benchmarks.model_phases` on the plain-torch mlp, in a fresh process per row: each row
+    names its device and dtype, and its phases hold mind's passes and the compile's total."""
+    from benchmarks import model_phases
+
+    out = env / "phases.json"
+    args = ["--models", "mlp", "--modes", "train", "--small", "--no-run", "--dtype", "fp32"]
+    assert model_phases.main([*args, "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())
+    assert "error" not in row, row.get("error")
+    assert (row["spec"]["device"], row["spec"]["dtype"]) == ("cpu", "fp32")
+    phases = row["cpu"]["phases"]
+    assert phases["pass:lower"] > 0 and phases["pass:to-triton"] > 0
+    assert row["cpu"]["compile_s"] >= sum(v for k, v in phases.items() if k.startswith("pass:"))
