@@ -285,7 +285,9 @@ def generate(
         done(p.name)
 
     dump.stage("aten", Module([graph]))
-    final = PassManager(passes, on_pass=after).run(Module([graph]))
+    # each stage's end is verified; a dump, for debugging, verifies after every pass
+    verify = "each" if dump.directory else "stages"
+    final = PassManager(passes, verify=verify, on_pass=after).run(Module([graph]))
     source = emit(final)
     final.discard()
     dump.write("py", source)

@@ -128,7 +128,7 @@ class GraphDump:
         from mind.passes.manager import PassManager
 
         try:
-            module = PassManager(self.replay, verify_each=False).run(parse(self.last[1]))
+            module = PassManager(self.replay, verify="off").run(parse(self.last[1]))
         except Exception:
             return self.last
         return self.name, str(module)

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TextIO
+from typing import Any, ClassVar, Literal, TextIO
 
 from mind.ir.core import Module, Operation, edits
 from mind.ir.diagnostics import Location, MindError, located
@@ -20,6 +20,8 @@ from mind.ir.logs import channel
 from mind.ir.verifier import verify
 
 log = channel("passes")
+
+Verification = Literal["each", "stages", "off"]
 
 #: the stages in pipeline order; a module's stage is the dialect of its top-level ops
 STAGES = ("fx", "aten", "loops", "scheduled", "triton")
@@ -260,7 +262,10 @@ def gc_paused() -> Iterator[None]:
 @dataclass
 class PassManager:
     passes: list[Pass]
-    verify_each: bool = True
+    #: when the verifier runs: after every pass that edited ("each", mlir-opt's default), at
+    #: the end of each stage ("stages": before a pass that converts to the next dialect, and
+    #: after the last pass), or never ("off")
+    verify: Verification = "each"
     print_after_all: bool = False
     print_before_all: bool = False
     time_passes: bool = False
@@ -276,7 +281,7 @@ class PassManager:
     def _run(self, module: Module) -> Module:
         given = module
         verified: tuple[Module, int] | None = None  # the module last verified, and when
-        for p in self.passes:
+        for i, p in enumerate(self.passes):
             if self.print_before_all:
                 self.out.write(f"// *** IR Dump Before {p} ***\n{module}\n")
             start = time.perf_counter()
@@ -287,7 +292,7 @@ class PassManager:
             self.timings.append((str(p), time.perf_counter() - start))
             if log.isEnabledFor(logging.INFO):
                 log.info("%s: %.2f ms, %s", p, 1e3 * self.timings[-1][1], _sizes(module))
-            if self.verify_each and verified != (module, edits()):  # (not if nothing changed)
+            if self._verifies_after(i) and verified != (module, edits()):  # (not if unchanged)
                 verify(module)
                 verified = (module, edits())
             self.current = None
@@ -298,6 +303,16 @@ class PassManager:
         if self.time_passes:
             self.report_timings()
         return module
+
+    def _verifies_after(self, i: int) -> bool:
+        """Whether the `i`-th pass's result is verified. "stages" checks what each stage ends
+        with, the IR a conversion reads, for a third of the verifier's time on the backend's
+        pipeline (a first call's); a broken pass is then found by its stage, and `mind-opt`
+        (`each`) on the stage's dumped input names it."""
+        if self.verify == "stages":
+            nxt = self.passes[i + 1] if i + 1 < len(self.passes) else None
+            return nxt is None or nxt.input != nxt.output
+        return self.verify == "each"
 
     def report_timings(self) -> None:
         """MLIR's `--mlir-timing` report."""

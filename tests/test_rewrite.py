@@ -266,3 +266,42 @@ def test_the_pass_manager_verifies_after_a_pass_only_if_it_edited(monkeypatch):
     monkeypatch.undo()
     with pytest.raises(MindError, match="f64"):
         manager.PassManager([Idle(), Retype()]).run(module)
+
+
+def test_stage_verification_checks_what_each_stage_ends_with(monkeypatch):
+    """`verify="stages"` (the backend's) verifies the IR a conversion reads and the result, not
+    each pass: a pass that breaks the IR mid-stage is still caught before the stage is left."""
+    from mind.passes import manager
+
+    class Edit(manager.GraphPass):
+        name, input, output = "edit", "loops", "loops"
+
+        def run_graph(self, graph):
+            graph.symbol = graph.symbol  # an edit: each pass's result is new to the verifier
+
+    class Convert(Edit):
+        name, output = "convert", "scheduled"
+
+    verified = []
+    monkeypatch.setattr(manager, "verify", lambda module: verified.append(len(verified)))
+    passes = [Edit(), Edit(), Convert(), Edit()]
+    stages = manager.PassManager(passes, verify="stages")
+    assert [i for i in range(4) if stages._verifies_after(i)] == [1, 3]  # before convert; last
+    manager.PassManager(passes[:2], verify="stages").run(mind.parse(GRAPH))
+    assert verified == [0]
+    monkeypatch.undo()
+
+    class Retype(Edit):
+        name = "retype"
+
+        def run_graph(self, graph):
+            _retype(graph.body.ops[0].body.ops[2])
+
+    with pytest.raises(MindError, match="f64"):
+        manager.PassManager([Retype(), Edit()], verify="stages").run(mind.parse(GRAPH))
+    modes = ("each", "stages", "off")
+    assert [manager.PassManager(passes, verify=v)._verifies_after(0) for v in modes] == [
+        True,
+        False,
+        False,
+    ]

@@ -160,7 +160,7 @@ def run_chunk(chunk: Chunk, filename: str, args, passes) -> None:
                     )
                 progress.manager = PassManager(
                     pipeline,
-                    verify_each=not args.no_verify_each,
+                    verify="off" if args.no_verify_each else "each",
                     print_after_all=args.print_ir_after_all,
                     print_before_all=args.print_ir_before_all,
                     time_passes=args.time_passes,
