@@ -104,7 +104,7 @@ def test_reordered_loops_fuse(name, dtype, tmp_path, monkeypatch):
     reduction too few rows wide to fill the GPU splits, and takes no work stored along its
     rows), never one of loop order."""
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
-    refusals = []
+    refusals = []  # (not caplog: the GPU machine runs pytest with -p no:logging)
     keep = logging.Handler(logging.DEBUG)
     keep.emit = lambda record: refusals.append(record.getMessage())
     fusion = logging.getLogger("mind.fusion")

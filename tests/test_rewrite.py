@@ -283,12 +283,13 @@ def test_stage_verification_checks_what_each_stage_ends_with(monkeypatch):
         name, output = "convert", "scheduled"
 
     verified = []
-    monkeypatch.setattr(manager, "verify", lambda module: verified.append(len(verified)))
+    monkeypatch.setattr(manager, "verify", verified.append)
     passes = [Edit(), Edit(), Convert(), Edit()]
     stages = manager.PassManager(passes, verify="stages")
     assert [i for i in range(4) if stages._verifies_after(i)] == [1, 3]  # before convert; last
-    manager.PassManager(passes[:2], verify="stages").run(mind.parse(GRAPH))
-    assert verified == [0]
+    module = mind.parse(GRAPH)
+    manager.PassManager(passes[:2], verify="stages").run(module)
+    assert verified == [module]  # once, after the second pass: the first's result is not
     monkeypatch.undo()
 
     class Retype(Edit):
