@@ -95,21 +95,22 @@ def gc_frozen() -> Iterator[None]:
     program froze objects itself, nothing changes (`unfreeze` would release those too). A block
     inside another (a graph's compile inside the backend's) does not ask: counting the frozen
     objects walks them all (50 ms for torch's millions)."""
-    if _FREEZING[0] or gc.get_freeze_count():
+    global _frozen
+    if _frozen or gc.get_freeze_count():
         yield
         return
     gc.freeze()
-    _FREEZING[0] = True
+    _frozen = True
     try:
         yield
     finally:
-        _FREEZING[0] = False
+        _frozen = False
         gc.unfreeze()
 
 
-#: whether a `gc_frozen` block froze the objects and has not ended (one list for the process,
-#: as the freeze is)
-_FREEZING = [False]
+#: whether a `gc_frozen` block froze the objects and has not ended (one flag for the process, as
+#: the freeze is)
+_frozen = False
 
 
 def cache_tag(

@@ -1,37 +1,41 @@
-"""The split-reduction strategy: a reduction with too few rows to fill the GPU (a full sum, a
-column sum, per-channel statistics) becomes two kernels, as Inductor's split reductions: the
-first reduces each row's parts into temporaries, the second reduces each row's partials and runs
-the rest of the node (its per-row epilogue and stores).
+"""split-reductions: a reduction with too few rows to fill the GPU (a full sum, a column sum,
+per-channel statistics) becomes two nodes, as Inductor's split reductions: a partial node
+reduces each row's parts into buffers of partials, a final node reduces each row's partials and
+runs the rest of the node (its per-row epilogue and stores). Both are ordinary nodes that
+to-triton plans as any other (the partial one often looped, the final one persistent).
 
-Both kernels come from scheduled nodes this strategy builds and the other strategies plan. The
-row splits at a SplitPoint: its r dims before `dim`, and `parts` slices of `dim`, become part
+The row splits at a SplitPoint: its r dims before `dim`, and `parts` slices of `dim`, become part
 dims (so that every index stays affine in the loop variables):
 
-    partial: sizes ([*x, *part dims], [slice of dim, dims after it]) (part dims outermost for an
-             outer reduction, so x stays contiguous); each reduction stores its partials, in its
-             accumulator dtype (f32 for bf16 sums), one temporary per result; values stored along
-             r before any reduction (a gradient whose column sum is a bias's) are stored here
-    final:   sizes ([*x], [*part dims]); each reduction reduces its partials by its kind (welford
+    @op0.partial: sizes ([*x, *part dims], [slice of dim, dims after it]) (part dims outermost
+             for an outer reduction, so x stays contiguous); each reduction stores its partials,
+             in its accumulator dtype (f32 for bf16 sums), one buffer per result (`%buf0_part0`);
+             values stored along r before any reduction (a gradient whose column sum is a
+             bias's) are stored here
+    @op0:    sizes ([*x], [*part dims]); each reduction reduces its partials by its kind (welford
              merges the parts' (mean, m2) by the kind's combine), then the node's per-row ops
 
 It applies when every reduction is of a kind whose partials combine (not argmax/argmin, whose
 index would need its part's offset, nor online_softmax) and reads only the row (no reduction
 depends on another: a two-pass variance splits once the welford pass made it one reduction),
 when nothing stored along r depends on a reduction, the sizes are static, and `split_factor`
-(heuristics.py) asks for parts; the split point is the one whose part count is nearest to it.
+(codegen/heuristics.py) asks for parts; the split point is the one whose part count is nearest
+to it. It runs after fuse, which keeps apart what a split would have to separate again
+(`wanted_parts`: its "split" rule), and after welford, whose one-pass variance splits.
 """
 
 from __future__ import annotations
 
 import math
-from collections import ChainMap
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import sympy
-from mind.analysis.deps import INDEXED, erase_dead, set_node_deps
+from mind.analysis.deps import INDEXED, erase_dead, product, set_node_deps
 from mind.analysis.loops import pvar, substitute
 from mind.analysis.patterns import closure
+from mind.codegen.heuristics import SM_COUNT, split_factor
+from mind.codegen.phases import Phases
+from mind.codegen.tiling import is_inner
 from mind.dialects.loops import Load
 from mind.dialects.reductions import REDUCTIONS, welford_merge
 from mind.dialects.scheduled import KEEPS_ROW, Node, Reduction, Store
@@ -39,43 +43,36 @@ from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
-from .heuristics import split_factor
-from .phases import Phases
-from .plan import KernelPlan, Options, Strategy
-from .tiling import is_inner
+from .manager import GraphPass, option
+from .merge_loops import normalize_deps
+from .schedule import renumber
 
 #: the kinds whose partial results reduce again by their own kind (welford by its combine)
 SPLITTABLE = ("sum", "prod", "max", "min", "any", "all", "welford")
 
 
-class Split(Strategy):
-    name, prefix = "split_reduction", "red"
+@dataclass(frozen=True)
+class SplitReductions(GraphPass, name="split-reductions", input="scheduled"):
+    """Split each reduction whose rows are too few to fill the GPU into a partial and a final
+    node."""
 
-    def applies(self, node: Node, options: Options) -> SplitPoint | None:
-        return split_point(node, options)
+    sm_count: int = option(SM_COUNT, "the GPU's streaming multiprocessors (an H200 has 132)")
 
-    def plan(
-        self,
-        node: Node,
-        options: Options,
-        buffers: Mapping[Value, Value],
-        index: int,
-        fit: SplitPoint,
-    ) -> KernelPlan:
-        from . import STRATEGIES, plan_node  # the halves are planned by the other strategies
+    def run_graph(self, graph: Operation) -> None:
+        for node in list(graph.body.ops):
+            point = split_point(node, self.sm_count) if isinstance(node, Node) else None
+            if point is not None:
+                split(graph.body, node, point)
 
-        rest = [s for s in STRATEGIES if not isinstance(s, Split)]
-        partial, final, temporaries, sources = split_node(node, fit)
-        own = {t: t for t in temporaries} | dict(zip(partial.results, temporaries))
-        own |= {new: buffers[old] for new, old in sources.items()}
-        known = ChainMap(own, buffers)  # over the graph's buffers, not a copy of them per node
-        first = plan_node(partial, options, known, index, rest)
-        second = plan_node(final, options, known, index + len(first.kernels), rest)
-        return KernelPlan(
-            first.kernels + second.kernels,
-            first.launches + second.launches,
-            temporaries + first.temporaries + second.temporaries,
-        )
+
+def wanted_parts(node: Node, sm_count: int) -> int:
+    """How many parts `node`'s rows would split into by their count and size alone (1: none),
+    whatever its body: fuse asks it of nodes it may yet fuse."""
+    xs, rs = node.sizes
+    x, r = product(list(xs)), product(list(rs))
+    if not rs or not isinstance(x * r, int):
+        return 1
+    return split_factor(x, r, is_inner(node), sm_count)
 
 
 @dataclass(frozen=True)
@@ -97,10 +94,10 @@ class SplitPoint:
         return [rs[self.dim] // self.parts, *rs[self.dim + 1 :]]
 
 
-def split_point(node: Node, options: Options) -> SplitPoint | None:
+def split_point(node: Node, sm_count: int) -> SplitPoint | None:
     """How the node's rows split, or None when they do not."""
     xs, rs = node.sizes
-    if not options.split_reductions or not rs or not all(isinstance(s, int) for s in (*xs, *rs)):
+    if not rs or not all(isinstance(s, int) for s in (*xs, *rs)):
         return None
     phases = Phases(node)
     reductions = [op for op in node.body.ops if isinstance(op, Reduction)]
@@ -117,9 +114,9 @@ def split_point(node: Node, options: Options) -> SplitPoint | None:
     ):
         return None  # values stored along r after a reduction, or a row taken in order (a scan)
     if not any(isinstance(op, Store) and phases.level[op] > 0 for op in node.body.ops):
-        return None  # no reduced value is stored: the second kernel would write nothing
+        return None  # no reduced value is stored: the final node would write nothing
     inner = is_inner(node)
-    wanted = split_factor(math.prod(xs), math.prod(rs), inner, options.sm_count)
+    wanted = split_factor(math.prod(xs), math.prod(rs), inner, sm_count)
     if wanted <= 1:
         return None
     # whole parts of whole slices of one r dim, so that indices stay affine in the loop vars
@@ -132,11 +129,24 @@ def split_point(node: Node, options: Options) -> SplitPoint | None:
     return min(points, key=lambda p: abs(math.log(math.prod(p.part_sizes(list(rs))) / wanted)))
 
 
-def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value], dict[Value, Value]]:
-    """The partial and final nodes of `node` split at `point`, the temporaries that hold the
-    partial node's partials (the final node reads them), and the node's buffer each half's
-    other results are. Values stored along r (a gradient whose column sum the node also takes)
-    are stored by the partial node, which visits every element once."""
+def split(block: Block, node: Node, point: SplitPoint) -> tuple[Node, Node]:
+    """Put the partial and final nodes of `node` in its place, its uses on theirs."""
+    partial, final, sources = split_node(node, point)
+    for half in (partial, final):
+        block.insert_before(node, half)
+        renumber(half.body.ops)
+        set_node_deps(half)
+        normalize_deps(half)
+    for new, old in sources.items():
+        old.replace_all_uses_with(new)
+    node.erase()
+    return partial, final
+
+
+def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, dict[Value, Value]]:
+    """The partial and final nodes of `node` split at `point`, and the node's result each of
+    their results stands for but the partials. Values stored along r (a gradient whose column
+    sum the node also takes) are stored by the partial node, which visits every element once."""
     xs, rs = (list(s) for s in node.sizes)
     nx, parts, chunk = len(xs), point.part_sizes(rs), point.chunk_sizes(rs)
     inner, phases = point.inner, point.phases
@@ -157,14 +167,15 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value], 
     along_r = [op for op in node.body.ops if isinstance(op, Store) and phases.has_r[op]]
     stored = list(dict.fromkeys(op.buffer for op in along_r))  # written by the partial node
     layout = (tuple(part_xs), contiguous_strides(part_xs), node.device)
-    temporaries = [
+    partials = [
         Value(f"{node.results[0].name}_part{k}", TensorType(dtype, *layout))
         for k, dtype in enumerate(_partial_dtypes(reductions))
     ]
     kept = [r for r in node.results if r not in stored]
-    partial = _node(node, [part_xs, chunk], [*temporaries, *stored])
-    final = _node(node, [xs, parts], kept)
-    vmap: dict[Value, Value] = dict(zip(stored, partial.results[len(temporaries) :]))
+    # (what is stored along r first: the partial node stores it before the partials)
+    partial = _node(node, [part_xs, chunk], [*stored, *partials], f"{node.symbol}.partial")
+    final = _node(node, [xs, parts], kept, node.symbol)
+    vmap: dict[Value, Value] = dict(zip(stored, partial.results))
     for op in closure(node.body.ops, reductions + along_r):
         partial.body.append(_copy(op, vmap, reindex))
     # each reduction's results: stored as partials, reduced again in the final node
@@ -172,18 +183,18 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value], 
     final_x, final_parts = [pvar(i) for i in range(nx)], [pvar(nx + i) for i in range(len(parts))]
     order = [*x_vars, *part_vars] if inner else [*part_vars, *x_vars]
     final_order = [*final_x, *final_parts] if inner else [*final_parts, *final_x]
-    buffers = iter(zip(partial.results, temporaries))
+    buffers = iter(partial.results[len(stored) :])
     for op in reductions:
         loaded = []
         for result in op.results:
-            buffer, temp = next(buffers)
+            buffer = next(buffers)
             value = vmap[result]
             value.type = ScalarType(buffer.type.dtype)
             store = Store.build(
                 "scheduled.store", buffer=buffer, index=_flat(part_xs, order), value=value
             )
             partial.body.append(store)
-            loaded.append(_load(final.body, temp, _flat(part_xs, final_order)))
+            loaded.append(_load(final.body, buffer, _flat(part_xs, final_order)))
         count = math.prod(chunk)
         final_map.update(zip(op.results, _reduce_again(final.body, op, loaded, count)))
     for op in node.body.ops:
@@ -191,14 +202,11 @@ def split_node(node: Node, point: SplitPoint) -> tuple[Node, Node, list[Value], 
             final.body.append(_copy(op, final_map, {}))
     for half in (partial, final):
         erase_dead(half.body)
-        set_node_deps(half)
-    sources = dict(zip(partial.results[len(temporaries) :], stored)) | dict(
-        zip(final.results, kept)
-    )
-    return partial, final, temporaries, sources
+    sources = dict(zip(partial.results, stored)) | dict(zip(final.results, kept))
+    return partial, final, sources
 
 
-def _node(node: Node, sizes: list[list[int]], results: list[Value]) -> Node:
+def _node(node: Node, sizes: list[list[int]], results: list[Value], symbol: str) -> Node:
     """An empty node like `node` over `sizes`, with buffers like `results`."""
     return Node.build(
         "scheduled.node",
@@ -211,7 +219,7 @@ def _node(node: Node, sizes: list[list[int]], results: list[Value]) -> Node:
         results=[r.type for r in results],
         names=[r.name for r in results],
         regions=[Region(Block())],
-        symbol=node.symbol,
+        symbol=symbol,
         loc=node.loc,
     )
 
