@@ -1,5 +1,5 @@
 """What rewrites of scheduled node bodies (passes/online_softmax.py, passes/welford.py) and the
-strategies that rebuild them (codegen/split.py, codegen/template.py) match on: the op defining
+strategies that rebuild them (passes/split_reductions.py, codegen/template.py) match on: the op defining
 each body value, the ops a value depends on, and structural equality of values (a fused body
 reloads and recomputes what it already has, so the same quantity appears as several values)."""
 

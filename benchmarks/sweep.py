@@ -39,7 +39,7 @@ VARIANTS = {
     "persistent-max=4096": _to_triton("persistent-max=4096"),
     "persistent-max=4096,max-warps=16": _to_triton("persistent-max=4096 max-warps=16"),
     "no-welford": PIPELINE.replace("welford,", ""),
-    "no-split": _to_triton("split-reductions=false"),
+    "no-split": PIPELINE.replace("split-reductions,", ""),
 }
 #: the cases of the issue's gaps, and ones a change there could slow down
 CASES = [

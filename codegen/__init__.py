@@ -1,11 +1,10 @@
-"""Kernel generation for to-triton: each scheduled node becomes a plan (its kernels, their
-launches, their temporaries) made by the first strategy in STRATEGIES that applies to it.
+"""Kernel generation for to-triton: each scheduled node becomes a plan (its kernel and launch)
+made by the first strategy in STRATEGIES that applies to it.
 
     plan.py            KernelPlan, Launch, the Strategy base class
     pointwise.py       no reductions: 1-D or 2-D tiles
     persistent.py      a row in registers
     looped.py          a row in blocks, one r-loop per phase
-    split.py           few rows: each row's parts into a temporary, then the partials
     template.py        a matmul (template = "mm"): tl.dot over tiles, the epilogue fused
     kernel.py          the builder they share: signature, index blocks, masks, body ops
     accumulators.py    how each reduction family folds (in registers, through an r-loop)
@@ -27,25 +26,19 @@ from .looped import Looped
 from .persistent import Persistent
 from .plan import KernelPlan, Launch, Options, Strategy
 from .pointwise import Pointwise
-from .split import Split
 from .template import MatmulTemplate
 
 #: tried in order: the first strategy that applies to a node plans it
-STRATEGIES: list[Strategy] = [Pointwise(), MatmulTemplate(), Split(), Persistent(), Looped()]
+STRATEGIES: list[Strategy] = [Pointwise(), MatmulTemplate(), Persistent(), Looped()]
 
 
 def plan_node(
-    node: Node,
-    options: Options,
-    buffers: Mapping[Value, Value],
-    index: int,
-    strategies: list[Strategy] = STRATEGIES,
+    node: Node, options: Options, buffers: Mapping[Value, Value], index: int
 ) -> KernelPlan:
-    """The plan for `node` by the first of `strategies` that applies, with autotuning's
-    candidates when asked; its kernels are numbered from `index` (the kernels made so far)."""
-    fits = ((s, s.applies(node, options)) for s in strategies)
-    strategy, fit = next((s, fit) for s, fit in fits if fit)
-    plan = strategy.plan(node, options, buffers, index, fit)
+    """The plan for `node` by the first strategy that applies, with autotuning's candidates when
+    asked; its kernels are numbered from `index` (the kernels made so far)."""
+    strategy = next(s for s in STRATEGIES if s.applies(node, options))
+    plan = strategy.plan(node, options, buffers, index)
     if options.autotune:
         plan = with_candidates(plan, node, strategy, options, buffers, index)
     return plan

@@ -3,8 +3,8 @@ kernel lists, on its launch, other ways to run it, which the runtime benchmarks 
 caches (runtime/autotune.py): its kernel with the other configs its strategy proposes that keep
 the kernel's source (the same groups, masks and index width), and for a reduction the other way
 to compute it, with its configs too: a looped kernel for a persistent one, and a persistent one
-for a looped row of at most PERSISTENT_TUNE_MAX elements. Plans of several kernels (a split
-reduction) list them per kernel. Symbolic sizes are not tuned: candidates launch over fixed grids.
+for a looped row of at most PERSISTENT_TUNE_MAX elements. Symbolic sizes are not tuned:
+candidates launch over fixed grids.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def with_candidates(
         candidates += [(kernel.symbol, config, alt_launch.grid)]
         candidates += _configs(other, node, options, kernel.symbol)
     launch = dataclasses.replace(launch, candidates=tuple(candidates))
-    return KernelPlan(kernels, [launch], plan.temporaries)
+    return KernelPlan(kernels, [launch])
 
 
 def describe(config: LaunchConfig) -> dict[str, int]:

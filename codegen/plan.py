@@ -1,11 +1,10 @@
-"""What code generation makes of one scheduled node: a plan of kernels, their launches and the
-temporary buffers the launches share, chosen by a strategy.
+"""What code generation makes of one scheduled node: a plan of its kernel and launch, chosen by
+a strategy.
 
 A strategy is a class with the kind of node it handles (`applies`), how it tiles the node onto
 a kernel's program (`tiling`) and how it arranges the body's reductions and stores (`body`); its
-default `plan` is one kernel and one launch. A strategy that needs more (a split reduction: a
-partial kernel into a temporary, then a kernel over the partials) overrides `plan`. A new
-strategy is a new module in codegen/ and one line in STRATEGIES (codegen/__init__.py).
+`plan` is one kernel and one launch. A new strategy is a new module in codegen/ and one line in
+STRATEGIES (codegen/__init__.py).
 """
 
 from __future__ import annotations
@@ -29,8 +28,6 @@ class Options(Protocol):
     persistent_max: int
     max_r_block: int
     max_warps: int
-    split_reductions: bool
-    sm_count: int
     autotune: bool
 
 
@@ -48,13 +45,11 @@ class Launch:
 
 @dataclass
 class KernelPlan:
-    """The kernels a node becomes and how the wrapper runs them. `temporaries` are buffers the
-    launches use besides the node's results (placeholder values the launches name): the wrapper
-    allocates them before the launches and frees them after."""
+    """The kernels a node becomes (its own, and autotuning's alternatives to it) and how the
+    wrapper runs them: one launch, none for an empty node."""
 
     kernels: list[Operation] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
-    temporaries: list[Value] = field(default_factory=list)
 
 
 def python_name(text: str) -> str:
@@ -76,9 +71,8 @@ class Strategy:
     name: ClassVar[str]
     prefix: ClassVar[str]
 
-    def applies(self, node: Node, options: Options) -> object:
-        """Whether the strategy plans `node`: falsy when not; else what deciding found out of
-        the node, which `plan` takes as `fit` so as not to find it again."""
+    def applies(self, node: Node, options: Options) -> bool:
+        """Whether the strategy plans `node`."""
         raise NotImplementedError
 
     def tiling(self, node: Node, options: Options) -> Tiling:
@@ -103,7 +97,6 @@ class Strategy:
         options: Options,
         buffers: Mapping[Value, Value],
         index: int,
-        fit: object = True,
     ) -> KernelPlan:
         """One kernel, launched once over the grid its tiling gives (none for an empty node)."""
         tiling = self.tiling(node, options)

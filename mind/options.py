@@ -15,7 +15,7 @@ from typing import Any
 #: the passes from aten IR to triton IR
 PIPELINE = (
     "channels-last,lower,mm-templates,realize,inline,schedule,fuse,cse,merge-loops,online-softmax,welford,"
-    "reorder-collectives,to-triton"
+    "split-reductions,reorder-collectives,to-triton"
 )
 
 

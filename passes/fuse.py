@@ -13,8 +13,8 @@ node takes pointwise work over its own loops only (its epilogue, see passes/mm_t
 node that updates a buffer in place (a scatter) fuses with nothing: its target must be complete
 before it starts, and its readers wait for all of it. A node that overwrites a graph input
 (AOTAutograd's input mutations) fuses where no read of the input could come after its write.
-Nor does a reduction that codegen will split (too few rows to fill the GPU) take work that
-stores along its rows after it.
+Nor does a reduction that split-reductions will split (too few rows to fill the GPU) take work
+that stores along its rows after it.
 
 Each pair it weighs (the pairs that share a buffer) gets a remark, located at the later node:
 fused and the bytes saved, or refused, by which rule (see RULES), and what it would have saved.
@@ -32,8 +32,7 @@ from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_n
 from mind.analysis.iteration import Join, Reorder, join
 from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import pvar, simplify_with_ranges, substitute
-from mind.codegen.heuristics import SM_COUNT, split_factor
-from mind.codegen.tiling import is_inner
+from mind.codegen.heuristics import SM_COUNT
 from mind.dialects.common import Reinterpret, memory_readers
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store, overwritten_inputs
@@ -46,6 +45,7 @@ from mind.ir.types import TensorType
 from .manager import GraphPass, option
 from .mm_templates import template_fusable
 from .schedule import copy_body_op, renumber
+from .split_reductions import wanted_parts
 
 log = channel("fusion")
 
@@ -148,17 +148,14 @@ def _joined(a: Node, b: Node, reorder: Reorder | None) -> Join | Refusal:
 
 
 def kept_whole(a: Node, b: Node, shared: Join, sm_count: int) -> Refusal | None:
-    """The "split" rule: `a` reduces rows too few to fill the GPU, which codegen splits into
-    parts (codegen/split.py), and `b` reads a per-row result of it to store along the rows (a
-    batch norm's normalized output). Fused, the kernel would need every row whole after its
+    """The "split" rule: `a` reduces rows too few to fill the GPU, which split-reductions
+    (after fuse) splits into parts, and `b` reads a per-row result of it to store along the rows
+    (a batch norm's normalized output). Fused, the kernel would need every row whole after its
     reduction, so it could not split: a few programs would walk all the rows (64 channels of
     400k elements: 2 programs). Inductor splits such reductions before fusing, so it never
-    fuses them either. The row count decides (`split_factor` for `sm_count` SMs), not the
+    fuses them either. The row count decides (`wanted_parts` for `sm_count` SMs), not the
     reductions' kinds: a two-pass variance splits once welford merged it."""
-    x, r = (product(s) for s in a.sizes)
-    if not a.sizes[1] or not isinstance(x * r, int):
-        return None
-    if split_factor(x, r, is_inner(a), sm_count) <= 1:  # first: cheaper than the indices
+    if wanted_parts(a, sm_count) <= 1:  # first: cheaper than the indices
         return None
     xs, rs = shared.sizes
     r_vars = {pvar(k) for k in range(len(xs), len(xs) + len(rs))}
@@ -170,6 +167,7 @@ def kept_whole(a: Node, b: Node, shared: Join, sm_count: int) -> Refusal | None:
     reads_row = any(isinstance(op, Load) and op.source in per_row for op in b.body.ops)
     if not reads_row or not any(isinstance(s, Store) and along_r(s.index, 1) for s in b.body.ops):
         return None
+    x, r = (product(s) for s in a.sizes)
     return Refusal("split", (a.symbol, x, r, b.symbol))
 
 
@@ -447,11 +445,13 @@ class Fuse(GraphPass, name="fuse", input="scheduled"):
     """Fuse scheduler nodes with compatible loops, most bytes saved first.
 
     `max-fusion-size` caps the nodes in one kernel (Inductor's config.max_fusion_size);
-    `sm-count` is the GPU's, as to-triton's: a reduction with too few rows to fill it splits."""
+    `sm-count` is the GPU's, as split-reductions': a reduction with too few rows to fill it
+    splits."""
 
     max_fusion_size: int = option(64, "the most nodes one fused kernel may hold")
     sm_count: int = option(
-        SM_COUNT, "the GPU's SMs (to-triton's): rows too few to fill them split, and stay apart"
+        SM_COUNT,
+        "the GPU's SMs (split-reductions'): rows too few to fill them split, and stay apart",
     )
 
     def run_graph(self, graph: Operation) -> None:

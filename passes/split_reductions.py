@@ -53,8 +53,7 @@ SPLITTABLE = ("sum", "prod", "max", "min", "any", "all", "welford")
 
 @dataclass(frozen=True)
 class SplitReductions(GraphPass, name="split-reductions", input="scheduled"):
-    """Split each reduction whose rows are too few to fill the GPU into a partial and a final
-    node."""
+    """Split reductions whose rows are too few to fill the GPU into partial and final nodes."""
 
     sm_count: int = option(SM_COUNT, "the GPU's streaming multiprocessors (an H200 has 132)")
 

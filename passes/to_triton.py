@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from mind.analysis.views import alias_of
 from mind.codegen import plan_node
-from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, SM_COUNT
+from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS
 from mind.codegen.plan import python_name
 from mind.dialects.collectives import KINDS, Start, waits_of
 from mind.dialects.common import (
@@ -127,10 +127,6 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     max_warps: int = option(
         MAX_WARPS, "the most warps of a looped reduction, for rows of at least 8192 elements"
     )
-    split_reductions: bool = option(
-        True, "split reductions whose rows are too few to fill sm-count SMs into two kernels"
-    )
-    sm_count: int = option(SM_COUNT, "the GPU's streaming multiprocessors (an H200 has 132)")
     autotune: bool = option(
         False, "list other configs and kernels for each launch, timed when the module loads"
     )
@@ -241,16 +237,14 @@ class _WrapperBuilder:
         return self.values[result]
 
     def on_node(self, node: Operation) -> None:
-        """The node's buffers (or the one it updates in place), then its plan's temporaries,
-        launches and kernels (codegen/)."""
+        """The node's buffers (or the one it updates in place), then its plan's launch and
+        kernels (codegen/)."""
         for result in node.results:
             if node.updates is not None:
                 self.values[result] = self.values[node.updates]
             else:
                 self.allocate(result)
         plan = plan_node(node, self.options, self.values, len(self.kernels))
-        for temporary in plan.temporaries:
-            self.allocate(temporary)
         self.kernels += plan.kernels
         for launch in plan.launches:
             values = map_values(launch.args, lambda v: self.values.get(v, v))
@@ -264,8 +258,6 @@ class _WrapperBuilder:
                     symbol=launch.kernel,
                 )
             )
-        for temporary in plan.temporaries:
-            self.release(temporary)
 
     def on_extern(self, op: Operation) -> None:
         call = self.add(op.clone(self.values, "triton.extern"))

@@ -13,7 +13,7 @@ becomes
 `sum / n` becomes the mean; other uses of the sum read `mean * n`. Code generation decides how
 to compute it (codegen/welford.py), which is where one pass beats two: a persistent kernel holds
 the row and still takes two passes over registers (exact); a looped kernel reads the row once
-instead of twice; a split reduction (codegen/split.py) reduces the row's parts in one pass each
+instead of twice; a split reduction (passes/split_reductions.py) reduces the row's parts in one pass each
 and merges them, where two passes would take four kernels.
 """
 

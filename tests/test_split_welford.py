@@ -1,4 +1,4 @@
-"""Split reductions (codegen/split.py) and the welford rewrite (passes/welford.py,
+"""Split reductions (passes/split_reductions.py) and the welford rewrite (passes/welford.py,
 codegen/welford.py), end to end on CPU tensors through Triton's interpreter, against eager."""
 
 import warnings
@@ -17,7 +17,9 @@ pytestmark = [
 
 #: looped kernels (rows over 16 elements), and splits sized for a 2-SM GPU
 LOOPED = PIPELINE.replace("to-triton", "to-triton{persistent-max=16,max-r-block=32}")
-SPLIT = PIPELINE.replace("to-triton", "to-triton{sm-count=2}").replace("fuse", "fuse{sm-count=2}")
+SPLIT = PIPELINE.replace("split-reductions", "split-reductions{sm-count=2}").replace(
+    "fuse", "fuse{sm-count=2}"
+)
 NO_WELFORD = PIPELINE.replace("welford,", "")
 
 
@@ -194,5 +196,5 @@ def test_a_column_sum_read_through_a_reshape_splits():
   scheduled.output(%buf0)
 }
 """  # noqa: E501
-    source = emit(run_pipeline(mind.parse(text), "to-triton"))
+    source = emit(run_pipeline(mind.parse(text), "split-reductions,to-triton"))
     assert source.count("@triton.jit") == 2

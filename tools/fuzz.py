@@ -303,7 +303,8 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 #: options a `pass:` route may give its pass: limits at their edges
 PASS_OPTIONS = {
-    "to-triton": ["persistent-max=1", "max-r-block=1 split-reductions=false", "sm-count=1"],
+    "to-triton": ["persistent-max=1", "max-r-block=1"],
+    "split-reductions": ["sm-count=1"],
     "fuse": ["max-fusion-size=1"],
     "realize": ["reads-threshold=0 acc-reads-threshold=0 max-body-ops=0"],
     "mm-templates": ["select=template"],

@@ -2,7 +2,7 @@
 
     --to=python   triton IR -> Python source (kernels and `call`); input of an earlier stage is
                   first brought to triton IR by the pass manager (`mind-translate seed.scheduled`
-                  runs online-softmax, welford, reorder-collectives and to-triton)
+                  runs online-softmax, welford, split-reductions, reorder-collectives and to-triton)
     --to=dot      the scheduled graph as a Graphviz picture: kernels, buffers as edges labelled
                   with their bytes, each fused kernel a box around the nodes it joined (the
                   pipeline, default `fuse`, runs on the input brought to scheduled IR)
@@ -25,7 +25,10 @@ from .server import run_on_server
 from .textio import read_input, write_output
 
 #: the passes each target runs on the input (earlier stages get their conversions first)
-PIPELINES = {"python": "online-softmax,welford,reorder-collectives,to-triton", "dot": "fuse"}
+PIPELINES = {
+    "python": "online-softmax,welford,split-reductions,reorder-collectives,to-triton",
+    "dot": "fuse",
+}
 TARGETS = ("python", "dot", "svg", "png")
 
 
