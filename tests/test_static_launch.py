@@ -46,7 +46,7 @@ def test_launches_bypass_tritons_launcher(rows, monkeypatch):
     called), with eager's numbers; one row makes a size of 1, which Triton specializes."""
     from triton.backends.nvidia.driver import CudaLauncher
 
-    monkeypatch.setenv("MIND_STATIC_LAUNCHER", "1")
+    monkeypatch.delenv("MIND_STATIC_LAUNCHER", raising=False)  # the default
     fn = lambda x: torch.softmax(x * 2, -1).sum(0) + 1  # noqa: E731
     x = torch.randn(rows, 256, device="cuda")
     compiled = torch.compile(fn, backend="mind")

@@ -18,8 +18,8 @@ ENVIRONMENT = {
     "(default ~/.cache/mind)",
     "MIND_COMPILE_WORKERS": "processes compiling Triton kernels (default: half the CPUs, at most "
     "8; 0 or 1 compiles in the loading process)",
-    "MIND_STATIC_LAUNCHER": "1: launch kernels through torch's C++ launcher (Inductor's static "
-    "CUDA launcher) instead of Triton's; not yet the default",
+    "MIND_STATIC_LAUNCHER": "0: launch kernels through Triton's launcher, not torch's C++ one "
+    "(Inductor's static CUDA launcher, the default)",
     "MIND_TRACEBACK": "mind-opt and mind-translate print an internal error (a bug in mind) with "
     "its Python traceback",
     "MIND_TOOL_SERVER": "the socket of a warm server (python -m mind.tools.server) that runs "
