@@ -114,10 +114,10 @@ def split_point(node: Node, sm_count: int) -> SplitPoint | None:
         return None  # values stored along r after a reduction, or a row taken in order (a scan)
     if not any(isinstance(op, Store) and phases.level[op] > 0 for op in node.body.ops):
         return None  # no reduced value is stored: the final node would write nothing
-    inner = is_inner(node)
-    wanted = split_factor(math.prod(xs), math.prod(rs), inner, sm_count)
+    wanted = wanted_parts(node, sm_count)
     if wanted <= 1:
         return None
+    inner = is_inner(node)
     # whole parts of whole slices of one r dim, so that indices stay affine in the loop vars
     points = [
         SplitPoint(dim, d, inner, phases)
