@@ -40,13 +40,18 @@ def test_a_launch_passes_what_the_cubin_takes():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.usefixtures("isolated_runtime", "compiled_for_the_gpu")
+@pytest.mark.parametrize("setting", [None, "0"], ids=["default", "off"])
 @pytest.mark.parametrize("rows", [1, 64])
-def test_launches_bypass_tritons_launcher(rows, monkeypatch):
-    """Every launch after load goes through torch's launcher (Triton's `CudaLauncher` is not
-    called), with eager's numbers; one row makes a size of 1, which Triton specializes."""
+def test_launches_bypass_tritons_launcher_unless_turned_off(rows, setting, monkeypatch):
+    """By default every launch after load goes through torch's launcher (Triton's `CudaLauncher`
+    is not called); MIND_STATIC_LAUNCHER=0 launches through Triton's. Both give eager's numbers;
+    one row makes a size of 1, which Triton specializes."""
     from triton.backends.nvidia.driver import CudaLauncher
 
-    monkeypatch.delenv("MIND_STATIC_LAUNCHER", raising=False)  # the default
+    if setting is None:
+        monkeypatch.delenv("MIND_STATIC_LAUNCHER", raising=False)
+    else:
+        monkeypatch.setenv("MIND_STATIC_LAUNCHER", setting)
     fn = lambda x: torch.softmax(x * 2, -1).sum(0) + 1  # noqa: E731
     x = torch.randn(rows, 256, device="cuda")
     compiled = torch.compile(fn, backend="mind")
@@ -57,4 +62,4 @@ def test_launches_bypass_tritons_launcher(rows, monkeypatch):
     monkeypatch.setattr(CudaLauncher, "__call__", lambda *a: calls.append(a) or call(*a))
     for _ in range(3):
         torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
-    assert calls == []
+    assert (calls == []) == (setting is None)
