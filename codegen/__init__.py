@@ -11,7 +11,7 @@ made by the first strategy in STRATEGIES that applies to it.
     online_softmax.py  ... and the online_softmax kind
     welford.py         ... and the welford kind
     scans.py           scans and sorts along r (in registers, a scan also through an r-loop)
-    tiling.py, heuristics.py, phases.py   block axes and configs; the phases of a body
+    tiling.py, heuristics.py   block axes and configs (a body's phases: analysis/phases.py)
     autotune.py        the candidates a launch lists under autotuning
 """
 

@@ -46,8 +46,6 @@ MAX_WARPS, SHORT_ROW_WARPS = 16, 8
 #: a looped inner row this long takes up to MAX_WARPS: on an H200 16 warps run softmax, sums and
 #: variances of 8192 to 65536 elements 2-21% faster than 8, and a 4096-wide layer norm 4% slower
 LONG_ROW = 8192
-#: the streaming multiprocessors a split reduction fills (an H200's)
-SM_COUNT = 132
 
 
 @dataclass(frozen=True)
@@ -120,44 +118,6 @@ def looped_config(
         return _reduction(1, min(max_r_block, next_power_of_2(rnumel)), warps)
     blocks = {"XBLOCK": min(32, next_power_of_2(xnumel)), "R0_BLOCK": min(16, max_r_block)}
     return LaunchConfig(blocks, min(max_warps, SHORT_ROW_WARPS))
-
-
-def split_factor(xnumel: int, rnumel: int, inner: bool, sm_count: int) -> int:
-    """Into how many parts a reduction of `xnumel` rows of `rnumel` splits (1: none), so that
-    enough programs fill `sm_count` SMs: Inductor's `reduction_split_factor` (2048 threads per SM,
-    8 warps per program, 32 to 512 elements per thread) with its gates (no split past 64 rows per
-    SM pair, nor of rows of at most 32; an inner row splits past 8192 and below 2 rows per SM)."""
-    threads_per_sm, threads = 2048, 8 * 32
-    low, high = 32 * sm_count * threads_per_sm, 512 * sm_count * threads_per_sm
-    total = rnumel * xnumel
-    if xnumel != 1 and (rnumel <= 32 or xnumel >= sm_count * 2 * 32):
-        return 1
-    if inner or xnumel == 1:
-        if xnumel >= 2 * sm_count or rnumel <= 8192:
-            return 1
-        if total <= low:
-            size = 32
-        elif total < high:
-            blocks = -(-(sm_count * threads_per_sm // (2 * threads)) // xnumel)
-            size = _even(rnumel, -(-rnumel // (threads * blocks)), 30, at_least=32)
-        else:
-            size = _even(rnumel, 512, 50)
-        return -(-rnumel // (size * threads))
-    per_thread, xblocks = 4, -(-xnumel // 128)
-    if total < low:
-        size = 32
-    elif total < high:
-        blocks = -(-(sm_count * threads_per_sm // threads) // xblocks)
-        size = _even(rnumel, -(-rnumel // (per_thread * blocks)), 20, at_least=32)
-    else:
-        size = _even(rnumel, 512, 50)
-    return -(-rnumel // (per_thread * size))
-
-
-def _even(n: int, size: int, slack: int, at_least: int = 1) -> int:
-    """`size`, or the divisor of n nearest it when one is within `slack` (an even split)."""
-    closest = min(sympy.divisors(n), key=lambda d: abs(d - size))
-    return max(closest, at_least) if abs(closest - size) < slack else size
 
 
 def template_config(m: int, n: int, k: int, itemsize: int) -> LaunchConfig:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 from mind.analysis.loops import EXPR_CACHE_SIZE, rename, renaming
+from mind.analysis.phases import Phases
 from mind.dialects.loops import CheckIndex, Load
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.scheduled import Node, overwritten_inputs
@@ -36,7 +37,6 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
-from .phases import Phases
 from .tiling import Group, Tiling, size_symbols
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The looped-reduction strategy: a row too long for registers is reduced block by block, in an
-r-loop per phase that reads along r (see phases.py): accumulators are carried through the loop
-and reduced across the block after it, and the loop recomputes the loads it needs (softmax
-without the online_softmax rewrite: max, then sum of exp, then the normalized store).
+r-loop per phase that reads along r (see analysis/phases.py): accumulators are carried through
+the loop and reduced across the block after it, and the loop recomputes the loads it needs
+(softmax without the online_softmax rewrite: max, then sum of exp, then the normalized store).
 
 Rows read again by a later loop stay in L2 (`evict_last`); the last loop streams through
 (`evict_first`). A symbolic r size runs the loop up to the r0_numel argument.
@@ -9,6 +9,7 @@ Rows read again by a later loop stay in L2 (`evict_last`); the last loop streams
 
 from __future__ import annotations
 
+from mind.analysis.coalescing import is_inner
 from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction, Scan
 from mind.dialects.triton import For, Yield, block_dim
@@ -20,7 +21,7 @@ from .heuristics import looped_candidates, looped_config
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .scans import Carry, carry_init, holds_row
-from .tiling import Tiling, is_inner, reduction_tiling
+from .tiling import Tiling, reduction_tiling
 
 
 class Looped(Strategy):

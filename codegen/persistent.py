@@ -1,11 +1,13 @@
 """The persistent-reduction strategy: a row that fits (at most `persistent-max` elements, or
 `OUTER_PERSISTENT_MAX` for a reduction along strided memory; `persistent-max` is by default
 by the row's element size, heuristics.PERSISTENT_MAX) is reduced in registers, R0_BLOCK
-covering it whole. The body's phases (work that depends on k earlier reductions, see phases.py)
-run one after the other; what varies along r is recomputed in each phase that needs it."""
+covering it whole. The body's phases (work that depends on k earlier reductions, see
+analysis/phases.py) run one after the other; what varies along r is recomputed in each phase
+that needs it."""
 
 from __future__ import annotations
 
+from mind.analysis.coalescing import is_inner
 from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction
 
@@ -19,7 +21,7 @@ from .heuristics import (
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .scans import holds_row
-from .tiling import Tiling, is_inner, reduction_tiling, row_itemsize, row_size
+from .tiling import Tiling, reduction_tiling, row_itemsize, row_size
 
 
 class Persistent(Strategy):

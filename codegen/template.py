@@ -21,6 +21,7 @@ import sympy
 from mind.analysis.deps import INDEXED
 from mind.analysis.loops import pvar
 from mind.analysis.patterns import closure
+from mind.analysis.phases import Phases
 from mind.dialects.scheduled import Node, Reduction
 from mind.dialects.triton import For, Yield, dtype_of, shape_of
 from mind.ir import dtypes as dt
@@ -30,7 +31,6 @@ from mind.ir.types import ScalarType
 
 from .heuristics import LaunchConfig, cdiv, template_candidates, template_config
 from .kernel import KernelBuilder, Scope
-from .phases import Phases
 from .plan import Options, Strategy
 from .tiling import Group, Tiling, index_dtype, numel
 

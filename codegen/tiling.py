@@ -16,14 +16,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from math import prod
 
 import sympy
+from mind.analysis.coalescing import accesses, is_inner, unit_stride
 from mind.analysis.deps import index_ops, size_hint
-from mind.analysis.loops import EXPR_CACHE_SIZE, linear_coefficients, pvar, pvars
+from mind.analysis.loops import pvars
 from mind.dialects.loops import Load
-from mind.dialects.scheduled import Node, Store
+from mind.dialects.scheduled import Node
 from mind.ir import dtypes as dt
 from mind.ir.core import Operation
 from mind.ir.dtypes import DType
@@ -89,25 +89,6 @@ def size_symbols(node: Operation) -> list[sympy.Symbol]:
     return sorted((s for s in found if not _LOOP_VAR.match(s.name)), key=str)
 
 
-def _accesses(node: Operation) -> list[sympy.Expr]:
-    return [sympy.sympify(op.index) for op in node.body.ops if isinstance(op, Load | Store)]
-
-
-@lru_cache(maxsize=EXPR_CACHE_SIZE)
-def _unit_stride(expr: sympy.Expr, dim: int) -> bool:
-    """Whether stepping p<dim> steps `expr` by one element. Where `expr` is not linear in it (a
-    reshape's floor and Mod, a cat's offsets), the step from the origin decides, as Inductor's
-    stride hints do: `Mod(p1, 64) + 384*floor(p1/384)` steps by one. Coalescing asks what
-    neighbouring lanes touch, so this is the local step, not analysis.layouts' mean step over
-    the loop's range (0.72 here, for 1152 columns), which orders dims by how far they travel."""
-    var = pvar(dim)
-    linear = linear_coefficients(expr, (var,))
-    if linear is not None:
-        return linear[var] == 1
-    origin = {s: 0 for s in expr.free_symbols if re.fullmatch(r"p\d+", s.name)}
-    return expr.xreplace({**origin, var: 1}) - expr.xreplace(origin) == 1
-
-
 def _tile_split(node: Operation, nx: int) -> int | None:
     """The first x dim of the tile's x group, when some access is contiguous along an outer dim
     but not along the innermost one; None when a 1-D kernel reads everything coalesced."""
@@ -115,32 +96,12 @@ def _tile_split(node: Operation, nx: int) -> int | None:
         return None
     outer = [
         d
-        for expr in _accesses(node)
-        if not _unit_stride(expr, nx - 1)
+        for expr in accesses(node)
+        if not unit_stride(expr, nx - 1)
         for d in range(nx - 1)
-        if _unit_stride(expr, d)
+        if unit_stride(expr, d)
     ]
     return max(outer) + 1 if outer else None
-
-
-def is_inner(node: Operation) -> bool:
-    """Whether a reduction reads contiguously along r (else along x: a column sum). The accesses
-    that move along both the innermost x dim and r carry the traffic, and they decide by
-    majority; one the same along that x dim, such as the per-row mean a layer norm's weight
-    gradient reads, is reused across the tile's x axis from cache, and counts only where no
-    access moves along both. A tie of accesses contiguous each way (a transpose: BERT's key
-    gradient read along r, stored along x) is outer, whose tile spans both axes; an inner tile
-    is one row wide, so its stores along x would each fill a memory sector of their own."""
-    nx, nr = (len(s) for s in node.sizes)
-    if not nx:
-        return True
-    rs = _r_vars(node)
-    accesses = _accesses(node)
-    both = [e for e in accesses if pvar(nx - 1) in e.free_symbols and e.free_symbols & rs]
-    both = both or accesses
-    inner = sum(_unit_stride(e, nx + nr - 1) for e in both)
-    outer = sum(_unit_stride(e, nx - 1) for e in both)
-    return inner > outer or inner == outer == 0
 
 
 def index_dtype(node: Node, count: IntLike) -> DType:

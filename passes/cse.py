@@ -12,7 +12,7 @@ op, same operands, same attributes, same result types) is replaced by that earli
 
 That is sound because a node's body is pure but for its stores, and no body loads a buffer its
 own node writes (the verifier refuses it), so two loads of one address read one value. A looped
-kernel still recomputes a shared value in each r-loop that needs it (codegen/phases.py), so
+kernel still recomputes a shared value in each r-loop that needs it (analysis/phases.py), so
 sharing never keeps a row alive across loops. Fewer ops make smaller kernels, faster to
 generate and to compile, and dumps that read like the computation.
 """

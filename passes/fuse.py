@@ -32,7 +32,6 @@ from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_n
 from mind.analysis.iteration import Join, Reorder, join
 from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import pvar, simplify_with_ranges, substitute
-from mind.codegen.heuristics import SM_COUNT
 from mind.dialects.common import Reinterpret, memory_readers
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store, overwritten_inputs
@@ -45,7 +44,7 @@ from mind.ir.types import TensorType
 from .manager import GraphPass, option
 from .mm_templates import template_fusable
 from .schedule import copy_body_op, renumber
-from .split_reductions import wanted_parts
+from .split_reductions import SM_COUNT, wanted_parts
 
 log = channel("fusion")
 

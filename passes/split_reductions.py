@@ -19,9 +19,9 @@ It applies when every reduction is of a kind whose partials combine (not argmax/
 index would need its part's offset, nor online_softmax) and reads only the row (no reduction
 depends on another: a two-pass variance splits once the welford pass made it one reduction),
 when nothing stored along r depends on a reduction, the sizes are static, and `split_factor`
-(codegen/heuristics.py) asks for parts; the split point is the one whose part count is nearest
-to it. It runs after fuse, which keeps apart what a split would have to separate again
-(`wanted_parts`: its "split" rule), and after welford, whose one-pass variance splits.
+asks for parts; the split point is the one whose part count is nearest to it. It runs after
+fuse, which keeps apart what a split would have to separate again (`wanted_parts`: its "split"
+rule), and after welford, whose one-pass variance splits.
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ import math
 from dataclasses import dataclass, field
 
 import sympy
+from mind.analysis.coalescing import is_inner
 from mind.analysis.deps import INDEXED, erase_dead, product, set_node_deps
 from mind.analysis.loops import pvar, substitute
 from mind.analysis.patterns import closure
-from mind.codegen.heuristics import SM_COUNT, split_factor
-from mind.codegen.phases import Phases
-from mind.codegen.tiling import is_inner
+from mind.analysis.phases import Phases
 from mind.dialects.loops import Load
 from mind.dialects.reductions import REDUCTIONS, welford_merge
 from mind.dialects.scheduled import KEEPS_ROW, Node, Reduction, Store
@@ -47,6 +46,8 @@ from .manager import GraphPass, option
 from .merge_loops import normalize_deps
 from .schedule import renumber
 
+#: the streaming multiprocessors a split reduction fills (an H200's)
+SM_COUNT = 132
 #: the kinds whose partial results reduce again by their own kind (welford by its combine)
 SPLITTABLE = ("sum", "prod", "max", "min", "any", "all", "welford")
 
@@ -72,6 +73,44 @@ def wanted_parts(node: Node, sm_count: int) -> int:
     if not rs or not isinstance(x * r, int):
         return 1
     return split_factor(x, r, is_inner(node), sm_count)
+
+
+def split_factor(xnumel: int, rnumel: int, inner: bool, sm_count: int) -> int:
+    """Into how many parts a reduction of `xnumel` rows of `rnumel` splits (1: none), so that
+    enough programs fill `sm_count` SMs: Inductor's `reduction_split_factor` (2048 threads per SM,
+    8 warps per program, 32 to 512 elements per thread) with its gates (no split past 64 rows per
+    SM pair, nor of rows of at most 32; an inner row splits past 8192 and below 2 rows per SM)."""
+    threads_per_sm, threads = 2048, 8 * 32
+    low, high = 32 * sm_count * threads_per_sm, 512 * sm_count * threads_per_sm
+    total = rnumel * xnumel
+    if xnumel != 1 and (rnumel <= 32 or xnumel >= sm_count * 2 * 32):
+        return 1
+    if inner or xnumel == 1:
+        if xnumel >= 2 * sm_count or rnumel <= 8192:
+            return 1
+        if total <= low:
+            size = 32
+        elif total < high:
+            blocks = -(-(sm_count * threads_per_sm // (2 * threads)) // xnumel)
+            size = _even(rnumel, -(-rnumel // (threads * blocks)), 30, at_least=32)
+        else:
+            size = _even(rnumel, 512, 50)
+        return -(-rnumel // (size * threads))
+    per_thread, xblocks = 4, -(-xnumel // 128)
+    if total < low:
+        size = 32
+    elif total < high:
+        blocks = -(-(sm_count * threads_per_sm // threads) // xblocks)
+        size = _even(rnumel, -(-rnumel // (per_thread * blocks)), 20, at_least=32)
+    else:
+        size = _even(rnumel, 512, 50)
+    return -(-rnumel // (per_thread * size))
+
+
+def _even(n: int, size: int, slack: int, at_least: int = 1) -> int:
+    """`size`, or the divisor of n nearest it when one is within `slack` (an even split)."""
+    closest = min(sympy.divisors(n), key=lambda d: abs(d - size))
+    return max(closest, at_least) if abs(closest - size) < slack else size
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from mind.codegen.heuristics import split_factor
+from mind.passes.split_reductions import split_factor
 
 from mind.options import PIPELINE
 
