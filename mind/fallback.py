@@ -6,6 +6,8 @@ eager for good (a Python float argument that Dynamo wants to turn into a tensor 
 
 from __future__ import annotations
 
+import os
+import traceback
 from pathlib import Path
 
 import torch._dynamo.exc
@@ -24,9 +26,10 @@ class MindFallbackWarning(UserWarning):
 
 
 def fall_back(graph: str, exc: BaseException, reproducer: Path | None) -> None:
-    """Warn once that `graph` runs eagerly, at the user's line that compiled or called it."""
+    """Warn once that `graph` runs eagerly, at the user's line that compiled or called it; with
+    `MIND_TRACEBACK=1`, the warning ends with the exception's traceback, for whoever debugs mind."""
     where = f"reproducer IR: {reproducer}" if reproducer else "no IR was produced"
-    warn_at_user(
-        f"mind: graph '{graph}' runs eagerly: {type(exc).__name__}: {exc} ({where})",
-        MindFallbackWarning,
-    )
+    message = f"mind: graph '{graph}' runs eagerly: {type(exc).__name__}: {exc} ({where})"
+    if os.environ.get("MIND_TRACEBACK"):
+        message += "\n" + "".join(traceback.format_exception(exc)).rstrip()
+    warn_at_user(message, MindFallbackWarning)

@@ -9,6 +9,7 @@ nothing can be timed (no GPU), it cannot tell, and mm-templates keeps ATen.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from functools import reduce
 
@@ -19,6 +20,7 @@ from mind.dialects.common import Graph
 from mind.dialects.loops import LoopsCall, LoopsOutput
 from mind.dialects.torch_types import to_torch, to_torch_device
 from mind.ir.core import Block, Module, Region, Value
+from mind.ir.types import TensorType, contiguous_strides
 from mind.runtime import at_once, load
 from mind.runtime.autotune import timer_for
 from mind.runtime.cache import recall_tuning, remember_tuning
@@ -52,7 +54,8 @@ def _template_wins(call: LoopsCall) -> bool | None:
     from mind.passes import run_pipeline
     from mind.target.triton import emit
 
-    source = emit(run_pipeline(Module([probe(call)]), PROBE))
+    graph = probe(call)
+    source = emit(run_pipeline(Module([graph]), PROBE))
     interpret = device.type != "cuda"
     key = hashlib.sha256(f"mm-templates\n{source}".encode()).hexdigest()
     record = recall_tuning(key, interpret)
@@ -60,7 +63,7 @@ def _template_wins(call: LoopsCall) -> bool | None:
         return record["winner"] == "template"
     with at_once():  # it runs now, inside the backend's overlapped compile
         program = load(source, "mm_probe", interpret=interpret)
-    inputs = [_random(v) for v in call.values if isinstance(v, Value)]
+    inputs = [_random(v) for v in graph.body.args]
     op = reduce(getattr, call.symbol.split("."), torch.ops)
     kwargs = {k: v for k, v in call.attrs.items() if k not in ("input_strides", "origins")}
 
@@ -80,9 +83,18 @@ def _template_wins(call: LoopsCall) -> bool | None:
 
 
 def probe(call: LoopsCall) -> Graph:
-    """A graph of the call alone, on inputs typed as its arguments."""
+    """A graph of the call alone, on inputs typed as its arguments, laid out as the call takes
+    them: an argument computed in the graph has no layout before `realize` (a training forward's
+    activation, a transposed weight), and the call's `input_strides` say the one it gets."""
     block = Block()
-    args = {v: block.add_arg(Value(f"arg{i}_1", v.type)) for i, v in enumerate(call.values)}
+    placed = iter(call.input_strides or ())
+    args = {}
+    for i, v in enumerate(call.values):
+        t = v.type
+        strides = tuple(next(placed, None) or ()) if isinstance(t, TensorType) else ()
+        if isinstance(t, TensorType) and t.strides is None:
+            t = dataclasses.replace(t, strides=strides or contiguous_strides(t.shape))
+        args[v] = block.add_arg(Value(f"arg{i}_1", t))
     values = [args.get(v, v) for v in call.values]
     op = call.clone({}, call.name)
     op.values = values

@@ -221,6 +221,29 @@ def test_a_benchmark_chooses_template_or_aten(timer, tmp_path, monkeypatch, fast
     assert faster in winners
 
 
+def test_matmuls_on_computed_arguments_are_benchmarked_in_training(timer, tmp_path):
+    """The probe that times a matmul alone types its inputs as the call takes them: here a
+    transposed weight and an activation, which have no layout before `realize`, in a training
+    step's forward and backward (they fell back to eager, every graph, on a GPU)."""
+    autotune.set_timer(lambda fn: (fn(), 2.0 if fn.__name__ == "aten" else 1.0)[1])
+    lin = torch.nn.Linear(24, 16)
+    x = torch.randn(32, 24, requires_grad=True)
+
+    def fn(x):
+        return torch.nn.functional.gelu(lin(x.tanh()))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        out = torch.compile(fn, backend="mind", mode="max-autotune")(x)
+        out.sum().backward()
+    grads = x.grad, lin.weight.grad
+    x.grad = lin.weight.grad = None
+    fn(x).sum().backward()
+    torch.testing.assert_close(out, fn(x))
+    torch.testing.assert_close(grads, (x.grad, lin.weight.grad))
+    assert "template" in [json.loads(p.read_text()).get("winner") for p in records(tmp_path)]
+
+
 def test_without_a_timer_max_autotune_keeps_aten(isolated_runtime, tmp_path, monkeypatch):
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
     x, w = torch.randn(32, 24), torch.randn(24, 16)

@@ -73,6 +73,24 @@ def test_failing_pass_warns_once_at_the_callers_line_and_runs_eagerly(monkeypatc
     assert list(path.parent.iterdir()) == [path]
 
 
+def test_mind_traceback_ends_the_fallback_warning_with_what_failed(monkeypatch):
+    def broken(self, graph):
+        raise RuntimeError("fuse is broken")
+
+    monkeypatch.setattr(Fuse, "run_graph", broken)
+    _, (plain,) = run(seed, *seed_inputs())
+    assert "\n" not in plain
+    torch._dynamo.reset()
+    monkeypatch.setenv("MIND_TRACEBACK", "1")
+    _, (traced,) = run(seed, *seed_inputs())
+    head, tail = traced.split("\n", 1)
+    assert re.fullmatch(
+        r"mind: graph '\w+' runs eagerly: RuntimeError: fuse is broken \(.*\)", head
+    )
+    assert tail.startswith("Traceback (most recent call last):")
+    assert "in broken" in tail and tail.endswith("RuntimeError: fuse is broken")
+
+
 def test_reproducer_of_a_pass_failing_midway_is_the_ir_before_it(monkeypatch):
     from mind.parser import parse
     from mind.passes import fuse, run_pipeline

@@ -21,7 +21,7 @@ ENVIRONMENT = {
     "MIND_STATIC_LAUNCHER": "0: launch kernels through Triton's launcher, not torch's C++ one "
     "(Inductor's static CUDA launcher, the default)",
     "MIND_TRACEBACK": "mind-opt and mind-translate print an internal error (a bug in mind) with "
-    "its Python traceback",
+    "its Python traceback; a MindFallbackWarning ends with the traceback of what failed",
     "MIND_TOOL_SERVER": "the socket of a warm server (python -m mind.tools.server) that runs "
     "mind-opt and mind-translate without their seconds of imports",
 }
