@@ -184,11 +184,11 @@ COLUMN_SUM = graph(
 def test_column_sum_is_outer(pipeline):
     printed, mod = compile_graph(COLUMN_SUM, pipeline)
     # x is the contiguous dim: XBLOCK > 1, rows of the tile read contiguous columns; a tile in
-    # registers stays at 512 elements (8 columns of 64), a looped one is 32 columns of 16 rows
+    # registers stays at 512 elements (8 columns of 64), a looped one is 32 columns of 64 rows
     want = (
         'kind = "persistent_reduction", constexprs = {XBLOCK: 8, R0_BLOCK: 64}'
         if pipeline == "to-triton"
-        else 'kind = "reduction", constexprs = {XBLOCK: 32, R0_BLOCK: 16}'
+        else 'kind = "reduction", constexprs = {XBLOCK: 32, R0_BLOCK: 64}'
     )
     assert want in printed
     x = torch.randn(64, 48)
