@@ -6,6 +6,7 @@ tests independent of the `bench` extra; one test runs a transformers model where
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import threading
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from torch._dynamo.backends.common import aot_autograd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `benchmarks` is a plain folder at the repository root
 
-from benchmarks import model_row, models, zoo  # noqa: E402
+from benchmarks import interleaved, model_row, models, zoo  # noqa: E402
 from benchmarks.common import CACHE_DIRS  # noqa: E402
 from benchmarks.measure import max_error  # noqa: E402
 from benchmarks.model_row import MULTIPLIER, against_reference, errors, verdict  # noqa: E402
@@ -359,3 +360,21 @@ def test_model_phases_break_a_first_call_into_mind_passes(env):
     phases = row["cpu"]["phases"]
     assert phases["pass:lower"] > 0 and phases["pass:to-triton"] > 0
     assert row["cpu"]["compile_s"] >= sum(v for k, v in phases.items() if k.startswith("pass:"))
+
+
+def test_interleaved_rounds_time_every_backend_in_turn(env, tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    argv = "--device cpu --small --models mlp --modes infer --backends eager,mind"
+    assert (
+        interleaved.main([*argv.split(), "--rounds", "3", "--steps", "2", "--json", str(out)]) == 0
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["backend"] for r in rows] == ["eager", "mind"]
+    for r in rows:
+        assert len(r["rounds_ms"]) == 3 and all(t > 0 for t in r["rounds_ms"])
+        assert r["median_ms"] == statistics.median(r["rounds_ms"]) and r["min_ms"] > 0
+    assert rows[0]["vs_first"] == 1.0
+    assert rows[1]["vs_first"] == rows[1]["median_ms"] / rows[0]["median_ms"]
+    md = capsys.readouterr().out
+    assert "| model | dtype | mode | backend | ms per step | min | vs eager |" in md
+    assert "| mlp | bf16 | infer | mind |" in md
