@@ -4,7 +4,8 @@ below, are timed against it).
 Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as Inductor does.
 
 - pointwise: XBLOCK up to 1024, a warp per 256 elements, at least 4 warps past 128 elements;
-  2-D tiles up to 64 x 64.
+  2-D tiles up to 64 x 64, made smaller (YBLOCK first, down to 8, then XBLOCK) while they would
+  launch fewer than MIN_PROGRAMS programs, down to 256 elements.
 - persistent reduction: the whole row in registers (R0_BLOCK = next power of 2 of the row);
   inner rows take XBLOCK so a program holds about 256 elements (the seed's [4, 128]: XBLOCK=1),
   outer ones (contiguous along x) the widest XBLOCK up to 32 keeping the tile at most 512, a
@@ -71,19 +72,34 @@ def _num_warps(elements_per_warp: int, lo: int, hi: int = 8) -> int:
     return next_power_of_2(min(max(elements_per_warp, lo), hi))
 
 
+#: a 2-D pointwise tile shrinks while its grid has fewer programs than this (about two per SM of
+#: an H100 or H200): tuning on an H200 found 64 x 64 tiles 1.2-5.3x slower than tiles of 256-1024
+#: elements on transposes launching 4-128 programs, and 1.02-1.05x at 384-512
+MIN_PROGRAMS = 256
+
+
 def pointwise_config(xnumel: int, ynumel: int | None = None) -> LaunchConfig:
     if ynumel is None:
         blocks = {"XBLOCK": min(1024, next_power_of_2(xnumel))}
     else:
-        blocks = {
-            "YBLOCK": min(64, next_power_of_2(ynumel)),
-            "XBLOCK": min(64, next_power_of_2(xnumel)),
-        }
+        blocks = _tile_2d(xnumel, ynumel)
     elements = 1
     for b in blocks.values():
         elements *= b
     warps = _num_warps(elements // 256, 1)
     return LaunchConfig(blocks, max(warps, 4) if elements >= 128 else warps)
+
+
+def _tile_2d(xnumel: int, ynumel: int) -> dict[str, int]:
+    """Up to 64 x 64, halving YBLOCK (to 8) and then XBLOCK, the axis the kernel keeps wide,
+    while fewer than MIN_PROGRAMS programs would run and the tile holds more than 256 elements."""
+    y, x = min(64, next_power_of_2(ynumel)), min(64, next_power_of_2(xnumel))
+    while -(-ynumel // y) * -(-xnumel // x) < MIN_PROGRAMS and x * y > 256:
+        if y > 8:
+            y //= 2
+        else:
+            x //= 2
+    return {"YBLOCK": y, "XBLOCK": x}
 
 
 def _reduction(xblock: int, rblock: int, max_warps: int = SHORT_ROW_WARPS) -> LaunchConfig:
