@@ -74,7 +74,7 @@ def _num_warps(elements_per_warp: int, lo: int, hi: int = 8) -> int:
 
 #: a 2-D pointwise tile shrinks while its grid has fewer programs than this (about two per SM of
 #: an H100 or H200): tuning on an H200 found 64 x 64 tiles 1.2-5.3x slower than tiles of 256-1024
-#: elements on transposes launching 4-128 programs, and 1.02-1.05x at 384-512
+#: elements on 2-D kernels (permuted copies) launching 4-128 programs, and 1.02-1.05x at 384-512
 MIN_PROGRAMS = 256
 
 
@@ -110,10 +110,10 @@ def _reduction(xblock: int, rblock: int, max_warps: int = SHORT_ROW_WARPS) -> La
 def persistent_config(xnumel: int, rnumel: int, inner: bool) -> LaunchConfig:
     rblock = next_power_of_2(rnumel)
     if inner and 256 <= rblock <= 1024 and xnumel // 8 >= 128:
-        # one warp a program, 1024 elements (of 2 or 4 rows): its reductions are warp
-        # shuffles, no shared memory and no barrier (Inductor's CUDA config for such rows). A row
-        # of 1024 takes 4 warps: tuning on an H200 found one warp 1.04-1.30x slower on the
-        # bf16 norm and norm-backward rows of Llama and GPT-2 training (several loads a row), never faster
+        # one warp a program, 1024 elements (of 2 or 4 rows): its reductions are warp shuffles,
+        # no shared memory and no barrier (Inductor's CUDA config for such rows). A row of 1024
+        # takes 4 warps: tuning on an H200 found one warp 1.04-1.30x slower on the bf16 norm and
+        # norm-backward rows of Llama and GPT-2 training (several loads a row), never faster
         if rblock == 1024:
             return LaunchConfig({"XBLOCK": 1, "R0_BLOCK": rblock}, 4)
         return LaunchConfig({"XBLOCK": 1024 // rblock, "R0_BLOCK": rblock}, 1)
