@@ -25,11 +25,18 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.common import names_arg
-from benchmarks.model_row import BACKENDS, DTYPES, MODES, Task, compiled, stepper
+from benchmarks.measure import sync
+from benchmarks.model_row import (
+    BACKENDS,
+    DTYPES,
+    MODES,
+    WARM_UP_CALLS,
+    Task,
+    compiled,
+    device_kind,
+    stepper,
+)
 from benchmarks.zoo import DEFAULT_MODELS, MODELS, make
-
-#: steps before timing: compile, autotune, CUDA-graph recording and the allocator settle
-WARM_UP = 5
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,17 +62,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
 def steps_of(task: Task) -> Callable[[], object]:
-    """One warmed-up step of `task`, on a model of its own."""
+    """One warmed-up step of `task`, on a model of its own: the first call, then as many as
+    `benchmarks.models` makes before it times (CUDA graphs replay by then)."""
     module, inputs = make(MODELS[task.model], task.small, task.device, DTYPES[task.dtype])
     module.train(task.mode == "train")
     step = stepper(task, module, compiled(module, task.backend), inputs)
-    for _ in range(WARM_UP):
+    for _ in range(1 + WARM_UP_CALLS[device_kind(task.device)]):
         step()
     return step
 
@@ -75,11 +78,11 @@ def time_rounds(steps: dict[str, Callable], device: str, rounds: int, n: int) ->
     times: dict[str, list[float]] = {b: [] for b in steps}
     for _ in range(rounds):
         for backend, step in steps.items():
-            _sync(device)
+            sync(device)
             start = time.perf_counter()
             for _ in range(n):
                 step()
-            _sync(device)
+            sync(device)
             times[backend].append((time.perf_counter() - start) / n * 1e3)
     return times
 

@@ -94,7 +94,7 @@ def _tile_2d(xnumel: int, ynumel: int) -> dict[str, int]:
     """Up to 64 x 64, halving YBLOCK (to 8) and then XBLOCK, the axis the kernel keeps wide,
     while fewer than MIN_PROGRAMS programs would run and the tile holds more than 256 elements."""
     y, x = min(64, next_power_of_2(ynumel)), min(64, next_power_of_2(xnumel))
-    while -(-ynumel // y) * -(-xnumel // x) < MIN_PROGRAMS and x * y > 256:
+    while cdiv(ynumel, y) * cdiv(xnumel, x) < MIN_PROGRAMS and x * y > 256:
         if y > 8:
             y //= 2
         else:
