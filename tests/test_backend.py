@@ -422,10 +422,12 @@ def test_a_freeze_inside_another_neither_counts_nor_unfreezes(monkeypatch):
     count = gc.get_freeze_count
     monkeypatch.setattr(gc, "get_freeze_count", lambda: counts.append(1) or count())
     assert count() == 0
+    # frozen objects that die leave the count (another thread may free some meanwhile), so the
+    # inner block is judged by the count never growing (no second freeze) nor reaching 0
     with backend.gc_frozen():
         frozen = count()
         assert frozen > 0
         with backend.gc_frozen():
-            assert count() == frozen
-        assert count() == frozen
+            assert 0 < count() <= frozen
+        assert 0 < count() <= frozen
     assert count() == 0 and counts == [1]
