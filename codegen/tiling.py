@@ -1,9 +1,9 @@
 """How one scheduled node maps onto a Triton kernel's program: which dims each block axis
 covers (x, y, r0), the launch config, and the index width. The strategies pick among these.
 
-- pointwise: 1-D over the merged x dims, unless one access is contiguous along an outer dim while
-  another is contiguous along the innermost (a transpose): then a 2-D tile [YBLOCK, XBLOCK] with
-  the outer dims on y, so both reads stay coalesced within the tile.
+- pointwise: 1-D over the merged x dims, unless accesses contiguous along an outer dim but not the
+  innermost (a transpose) carry a good share of the bytes: then a 2-D tile [YBLOCK, XBLOCK] with
+  the outer dims on y, so both kinds stay coalesced within the tile.
 - reductions: x on axis 0, r0 on axis 1. Reads contiguous along r make an inner reduction (small
   XBLOCK, wide R0_BLOCK); reads contiguous along x only (a column sum) an outer one (wide XBLOCK).
 - i64 indices once any extent reaches 2**31 or is symbolic, i32 otherwise.
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from math import prod
 
 import sympy
-from mind.analysis.coalescing import accesses, is_inner, unit_stride
+from mind.analysis.coalescing import is_inner, unit_stride
 from mind.analysis.deps import index_ops, size_hint
-from mind.analysis.loops import pvars
+from mind.analysis.loops import pvar, pvars
 from mind.dialects.loops import Load
-from mind.dialects.scheduled import Node
+from mind.dialects.scheduled import Node, Store
 from mind.ir import dtypes as dt
 from mind.ir.core import Operation
 from mind.ir.dtypes import DType
@@ -89,19 +89,40 @@ def size_symbols(node: Operation) -> list[sympy.Symbol]:
     return sorted((s for s in found if not _LOOP_VAR.match(s.name)), key=str)
 
 
+#: a 2-D tile pays for its index math and layout change only when the accesses it coalesces carry
+#: at least this share of the bytes a kernel touches: a small table read across the tile, such as
+#: a rotary embedding's angles (64 KiB beside 8 MiB of q and k rows), is served from cache either
+#: way, and tiling for it ran Llama's rotary kernel 1.6x slower than a 1-D one (88 against 55 us a
+#: step, H200)
+TILE_SHARE = 1 / 8
+
+
 def _tile_split(node: Operation, nx: int) -> int | None:
-    """The first x dim of the tile's x group, when some access is contiguous along an outer dim
-    but not along the innermost one; None when a 1-D kernel reads everything coalesced."""
+    """The first x dim of the tile's x group, when accesses contiguous along an outer dim but not
+    along the innermost one carry TILE_SHARE of the node's bytes (`_footprint`); None when a 1-D
+    kernel reads the bulk coalesced."""
     if nx < 2:
         return None
-    outer = [
-        d
-        for expr in accesses(node)
-        if not unit_stride(expr, nx - 1)
-        for d in range(nx - 1)
-        if unit_stride(expr, d)
-    ]
-    return max(outer) + 1 if outer else None
+    sizes = [size_hint(s) for s in node.sizes[0]]
+    total, outer, dims = 0, 0, []
+    for op in node.body.ops:
+        if not isinstance(op, Load | Store):
+            continue
+        expr, nbytes = sympy.sympify(op.index), _footprint(op, sizes)
+        total += nbytes
+        across = [d for d in range(nx - 1) if unit_stride(expr, d)]
+        if across and not unit_stride(expr, nx - 1):
+            outer, dims = outer + nbytes, dims + across
+    return max(dims) + 1 if dims and outer >= TILE_SHARE * total else None
+
+
+def _footprint(op: Load | Store, sizes: list[int]) -> int:
+    """The bytes an access can touch: its element size times the extents of the loop dims its
+    index moves along (a broadcast dim re-reads the same bytes)."""
+    moved = sympy.sympify(op.index).free_symbols
+    tensor = op.source if isinstance(op, Load) else op.buffer
+    extents = [size for d, size in enumerate(sizes) if pvar(d) in moved]
+    return tensor.type.dtype.itemsize * prod(extents, start=1)
 
 
 def index_dtype(node: Node, count: IntLike) -> DType:

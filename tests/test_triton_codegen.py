@@ -243,6 +243,32 @@ def test_transpose_add_tiles():
     torch.testing.assert_close(mod.call([x, y])[0], x + y.t())
 
 
+# rows of a [16, 32, 48] tensor times a [48, 32] table read transposed and broadcast over the
+# 16 batches: the table is 1/17 of the bytes the kernel touches (a rotary embedding's angles)
+TABLE_ACROSS = graph(
+    "%arg0_1: f32[16, 32, 48][1536, 48, 1]cpu, %arg1_1: f32[48, 32][32, 1]cpu",
+    node(
+        "([16, 32, 48], [])",
+        '["mul"]',
+        "f32[16, 32, 48][1536, 48, 1]cpu",
+        "[(%buf0, c0, {c0: 24576})]",
+        """
+    %0 = scheduled.load(%arg0_1, 1536*p0 + 48*p1 + p2) : f32
+    %1 = scheduled.load(%arg1_1, p1 + 32*p2) : f32
+    %2 = scheduled.mul(%0, %1) : f32
+    scheduled.store(%buf0, 1536*p0 + 48*p1 + p2, %2)""",
+    ),
+)
+
+
+def test_a_small_table_read_across_keeps_the_kernel_1d():
+    printed, mod = compile_graph(TABLE_ACROSS)
+    assert "YBLOCK" not in printed
+    assert "constexprs = {XBLOCK: 1024}" in printed
+    x, t = torch.randn(16, 32, 48), torch.randn(48, 32)
+    torch.testing.assert_close(mod.call([x, t])[0], x * t.t())
+
+
 BF16 = graph(
     "%arg0_1: bf16[4, 64][64, 1]cpu",
     node(
