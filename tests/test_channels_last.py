@@ -47,6 +47,28 @@ def test_the_buffers_between_convolutions_are_channels_last():
     assert len(copies) == 4  # the image, the two weights, and the output back to eager's strides
 
 
+def test_a_convolutions_bias_is_an_add_that_fuses_into_the_next_kernel(
+    isolated_runtime, tmp_path, monkeypatch
+):
+    """The library convolution runs without its bias (cuDNN would add it in a kernel of its
+    own); the add is a pointwise op, read by the kernel of the norm and relu after it."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    net, x = conv_net()
+    net.eval()
+    with torch.no_grad(), no_fallback():
+        got = torch.compile(net, backend="mind", options={"pipeline": FORCED})(x)
+        want = net(x)
+    torch.testing.assert_close(got, want)
+    aten = (tmp_path / "graph0_forward.00.aten").read_text()
+    assert "%convolution = aten.convolution.default(%arg2_1, %arg0_1, none," in aten
+    assert "%view = aten.view.default(%arg1_1, [-1, 1, 1])" in aten
+    assert "%add = aten.add.Tensor(%convolution, %view)" in aten
+    (source,) = [p.read_text() for p in tmp_path.glob("graph0_forward.*.py")]
+    assert "buf2 = aten_convolution_default(buf0, buf1, None," in source
+    norm = next(line for line in source.splitlines() if "buf2, arg1_1" in line)
+    assert re.search(r"triton_poi_fused_\w*add\w*relu\w*_launch", norm), norm
+
+
 def test_ops_alike_are_typed_on_fake_tensors_once(monkeypatch):
     """An op retyped for a changed layout runs on fake tensors once per signature: compiling
     the net again runs none; what it made is what the first compile made."""

@@ -46,10 +46,11 @@ def test_batch_norm_stores_its_running_stats_in_its_statistics_kernel(tmp_path, 
     assert bn.num_batches_tracked.item() == want.num_batches_tracked.item() == 1
     (forward,) = [p.read_text() for p in tmp_path.glob("graph0_forward.*.py")]
     assert "aten.copy_" not in source
-    # the statistics kernel stores into the running mean and variance it reads (pointers 3
-    # and 4), the counter's kernel into the counter
+    # the statistics kernel stores into the running mean and variance it reads (pointers 4
+    # and 5, after the convolution's output, its bias, which the kernel adds, and the norm's
+    # weight and bias), the counter's kernel into the counter
     stats = re.search(r"def triton_per_fused_\w*copy__\w*\(.*?@triton.jit", forward, re.S)[0]
-    assert "tl.store(in_ptr3 + (x0)" in stats and "tl.store(in_ptr4 + (x0)" in stats, stats
+    assert "tl.store(in_ptr4 + (x0)" in stats and "tl.store(in_ptr5 + (x0)" in stats, stats
     counter = forward.split("def triton_poi_fused_add_copy__")[1].split("@triton.jit")[0]
     assert "tl.store(in_ptr0 + " in counter, counter
 
