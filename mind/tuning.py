@@ -16,11 +16,13 @@ from functools import reduce
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from mind.analysis.loops import base_of, producer
 from mind.dialects.common import Graph
-from mind.dialects.loops import LoopsCall, LoopsOutput
+from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, View, is_realized
 from mind.dialects.torch_types import to_torch, to_torch_device
-from mind.ir.core import Block, Module, Region, Value
+from mind.ir.core import Block, Module, Operation, Region, Value
 from mind.ir.types import TensorType, contiguous_strides
+from mind.passes.mm_templates import MATMULS, cheap_operand
 from mind.runtime import at_once, load
 from mind.runtime.autotune import timer_for
 from mind.runtime.cache import recall_tuning, remember_tuning
@@ -63,7 +65,8 @@ def _template_wins(call: LoopsCall) -> bool | None:
         return record["winner"] == "template"
     with at_once():  # it runs now, inside the backend's overlapped compile
         program = load(source, "mm_probe", interpret=interpret)
-    inputs = [_random(v) for v in graph.body.args]
+    inputs = [_random(v.type) for v in graph.body.args]
+    arguments = [_random(_typed(v, call)) for v in call.values]
     op = reduce(getattr, call.symbol.split("."), torch.ops)
     kwargs = {k: v for k, v in call.attrs.items() if k not in ("input_strides", "origins")}
 
@@ -71,7 +74,7 @@ def _template_wins(call: LoopsCall) -> bool | None:
         program.call(list(inputs))
 
     def aten() -> None:
-        op(*inputs, **kwargs)
+        op(*arguments, **kwargs)
 
     times = {run.__name__: timer(run) for run in (template, aten)}
     winner = min(times, key=times.__getitem__)
@@ -83,28 +86,82 @@ def _template_wins(call: LoopsCall) -> bool | None:
 
 
 def probe(call: LoopsCall) -> Graph:
-    """A graph of the call alone, on inputs typed as its arguments, laid out as the call takes
-    them: an argument computed in the graph has no layout before `realize` (a training forward's
-    activation, a transposed weight), and the call's `input_strides` say the one it gets."""
-    block = Block()
-    placed = iter(call.input_strides or ())
-    args = {}
+    """A graph of the call and the prologue a template would read its operands through: the
+    views and unrealized pointwise nodes between them and buffers (`_prologue`), which `realize`
+    and `inline` fold into the template's loads. Timing the matmul alone on contiguous operands
+    misjudges a template that reads them permuted and cast: BERT's attention scores, a bf16
+    [b, s, h, d] tensor read as f32 [b*h, d, s], ran 1.5x slower than the probe of contiguous
+    f32 operands, which beat cuBLAS. What the prologue reads are the probe's inputs, laid out
+    (`_typed`) as in the graph."""
+    (ia, ib), _ = MATMULS[call.symbol]
+    ops: set[Operation] = set()
+    inputs: dict[Value, None] = {}  # ordered
     for i, v in enumerate(call.values):
-        t = v.type
-        strides = tuple(next(placed, None) or ()) if isinstance(t, TensorType) else ()
-        if isinstance(t, TensorType) and t.strides is None:
-            t = dataclasses.replace(t, strides=strides or contiguous_strides(t.shape))
-        args[v] = block.add_arg(Value(f"arg{i}_1", t))
-    values = [args.get(v, v) for v in call.values]
-    op = call.clone({}, call.name)
-    op.values = values
-    block.append(op)
-    block.append(LoopsOutput.build("loops.output", values=[op.result]))
+        if i in (ia, ib) and not _realized_for_template(v):
+            _prologue(v, ops, inputs)
+        else:
+            inputs[v] = None
+    block, vmap = Block(), {}
+    for i, v in enumerate(inputs):
+        vmap[v] = block.add_arg(Value(f"arg{i}_1", _typed(v, call)))
+    for op in call.parent.ops if ops else ():
+        if op in ops:
+            block.append(op.clone(vmap))
+    block.append(call.clone(vmap))
+    block.append(LoopsOutput.build("loops.output", values=[vmap[call.result]]))
     return Graph.build("loops.graph", regions=[Region(block)], symbol="mm_probe")
 
 
-def _random(value: Value) -> torch.Tensor:
+def _realized_for_template(operand: Value) -> bool:
+    """Whether mm-templates realizes the operand's producer before the template reads it."""
+    node = producer(base_of(operand))
+    return isinstance(node, Pointwise) and not is_realized(node) and not cheap_operand(node)
+
+
+def _prologue(value: Value, ops: set[Operation], inputs: dict[Value, None]) -> None:
+    """Collect into `ops` the views and unrealized pointwise nodes of floats that compute
+    `value`, and into `inputs` the values they read from outside them."""
+    node = producer(value)
+    if node in ops or value in inputs:
+        return
+    if isinstance(node, View):
+        ops.add(node)
+        _prologue(node.source, ops, inputs)
+    elif type(node) is Pointwise and not is_realized(node) and _reads_floats(node):
+        ops.add(node)
+        for v in _outer_values(node):
+            _prologue(v, ops, inputs)
+    else:
+        inputs[value] = None
+
+
+def _outer_values(node: Operation) -> list[Value]:
+    """The tensors a node's body reads from outside it."""
+    inner = {r for op in node.walk() for r in op.results}
+    inner |= {a for region in node.regions for a in region.block.args}
+    found = (v for op in node.walk() for v in op.operands if v not in inner)
+    return list(dict.fromkeys(v for v in found if isinstance(v.type, TensorType)))
+
+
+def _reads_floats(node: Operation) -> bool:
+    """Whether every tensor the node reads holds floats (random probe inputs are normal)."""
+    return all(v.type.dtype.is_floating_point for v in _outer_values(node))
+
+
+def _typed(value: Value, call: LoopsCall) -> TensorType:
+    """A probe input's type: its layout in the graph; a call's argument without one (computed
+    in the graph, not yet realized) laid out as the call takes it (`input_strides`), or
+    contiguous."""
     t = value.type
+    if t.strides is not None:
+        return t
+    tensors = [v for v in call.values if isinstance(v, Value) and isinstance(v.type, TensorType)]
+    placed = dict(zip(tensors, call.input_strides or ()))
+    strides = tuple(placed.get(value) or ()) or contiguous_strides(t.shape)
+    return dataclasses.replace(t, strides=strides)
+
+
+def _random(t: TensorType) -> torch.Tensor:
     out = torch.empty_strided(
         t.shape, t.strides, dtype=to_torch(t.dtype), device=to_torch_device(t.device)
     )

@@ -158,15 +158,18 @@ def _realize_unless_cheap(operand: Value) -> None:
     """An operand computed by a pointwise node that does more than load and cast is realized
     (given a flexible contiguous layout): the template reads each operand tile many times."""
     node = producer(base_of(operand))
-    if not isinstance(node, Pointwise) or is_realized(node):
-        return
-    ops = [op for op in node.body.ops if not isinstance(op, Yield)]
-    loads = sum(isinstance(op, Load) for op in ops)
-    if loads <= 1 and all(isinstance(op, Load) or op.kind == "cast" for op in ops):
+    if not isinstance(node, Pointwise) or is_realized(node) or cheap_operand(node):
         return
     t = node.result.type
     node.result.type = dataclasses.replace(t, strides=contiguous_strides(t.shape))
     node.layout = "flexible"
+
+
+def cheap_operand(node: Pointwise) -> bool:
+    """Whether a template reads through the node: it loads at most one value and casts it."""
+    ops = [op for op in node.body.ops if not isinstance(op, Yield)]
+    loads = sum(isinstance(op, Load) for op in ops)
+    return loads <= 1 and all(isinstance(op, Load) or op.kind == "cast" for op in ops)
 
 
 def template_fusable(a: Node, b: Node, sizes: tuple) -> bool:

@@ -244,6 +244,39 @@ def test_matmuls_on_computed_arguments_are_benchmarked_in_training(timer, tmp_pa
     assert "template" in [json.loads(p.read_text()).get("winner") for p in records(tmp_path)]
 
 
+def test_the_probe_times_the_template_through_the_prologue_it_fuses(timer, tmp_path, monkeypatch):
+    """Attention scores of bf16 [b, s, h, d] tensors cast to f32: the template reads them
+    permuted and casts in its loads, and its probe does the same (its kernel is the one the
+    graph runs, on bf16 inputs); ATen is timed on the f32 operands it would be given."""
+    from mind.target import triton
+
+    from mind import tuning
+
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
+    autotune.set_timer(lambda fn: (fn(), 2.0 if fn.__name__ == "aten" else 1.0)[1])
+    probes, made, random = [], [], tuning._random
+    monkeypatch.setattr(triton, "emit", lambda module: probes.append(emit(module)) or probes[-1])
+    monkeypatch.setattr(tuning, "_random", lambda t: made.append(str(t)) or random(t))
+
+    def scores(q, k):
+        b, s, _ = q.shape
+        q = q.view(b, s, 4, 16).permute(0, 2, 1, 3).float() * 0.125
+        return q @ k.view(b, s, 4, 16).permute(0, 2, 3, 1).float()
+
+    q, k = (torch.randn(2, 32, 64, dtype=torch.bfloat16) for _ in range(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        out = torch.compile(scores, backend="mind", mode="max-autotune")(q, k)
+    torch.testing.assert_close(out, scores(q, k))
+    assert made == ["bf16[2, 32, 64][2048, 64, 1]cpu"] * 2 + [
+        "f32[8, 32, 16][512, 16, 1]cpu",
+        "f32[8, 16, 32][512, 32, 1]cpu",
+    ]
+    (source,) = [p.read_text() for p in (tmp_path / "dump").glob("*_forward.*.py")]
+    kernel = re.compile(r"def triton_tem_\w+\(.*?\n\n\n", re.S)
+    assert kernel.search(probes[0])[0] == kernel.search(source)[0]
+
+
 def test_without_a_timer_max_autotune_keeps_aten(isolated_runtime, tmp_path, monkeypatch):
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
     x, w = torch.randn(32, 24), torch.randn(24, 16)
