@@ -8,15 +8,46 @@ import re
 from functools import lru_cache
 
 import sympy
-from mind.analysis.loops import EXPR_CACHE_SIZE, linear_coefficients, pvar, pvars
-from mind.dialects.loops import Load
+from mind.analysis.loops import EXPR_CACHE_SIZE, INDIRECT, linear_coefficients, pvar, pvars
+from mind.dialects.loops import Index, Load
 from mind.dialects.scheduled import Store
-from mind.ir.core import Operation
+from mind.ir.core import Operation, Value
+from mind.ir.symbols import sym
 
 
 def accesses(node: Operation) -> list[sympy.Expr]:
     """The indices of a node's loads and stores."""
     return [sympy.sympify(op.index) for op in node.body.ops if isinstance(op, Load | Store)]
+
+
+def moves_along(op: Load | Store | Index) -> frozenset[sympy.Symbol]:
+    """The loop variables an access's index moves along: its own, and for each indirect symbol
+    (`i0`: a value read from memory, such as an embedding's token id) those the value is
+    computed from, so that a gathered row moves along the x dims its ids are read at."""
+    expr = sympy.sympify(op.index)
+    found = {s for s in expr.free_symbols if not INDIRECT.fullmatch(s.name)}
+    for k, value in enumerate(getattr(op, "indirect", None) or []):
+        if sym(f"i{k}") in expr.free_symbols:
+            found |= _value_vars(value)
+    return frozenset(found)
+
+
+def _value_vars(value: Value) -> set[sympy.Symbol]:
+    """The loop variables a scalar of a node's body is computed from: those of the loads and
+    index ops it derives from, through the ops of the same body (each value visited once)."""
+    block = value.owner.parent if isinstance(value.owner, Operation) else None
+    found: set[sympy.Symbol] = set()
+    seen, todo = set(), [value]
+    while todo:
+        op = todo.pop().owner
+        if not isinstance(op, Operation) or op.parent is not block or op in seen:
+            continue
+        seen.add(op)
+        if isinstance(op, Load | Index):
+            found |= moves_along(op)
+        else:
+            todo.extend(op.operands)
+    return found
 
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
@@ -46,9 +77,10 @@ def is_inner(node: Operation) -> bool:
     if not nx:
         return True
     rs = set(pvars(nx, nr))
-    found = accesses(node)
-    both = [e for e in found if pvar(nx - 1) in e.free_symbols and e.free_symbols & rs]
-    both = both or found
+    ops = [op for op in node.body.ops if isinstance(op, Load | Store)]
+    found = [sympy.sympify(op.index) for op in ops]
+    along = [moves_along(op) for op in ops]
+    both = [e for e, vs in zip(found, along) if pvar(nx - 1) in vs and vs & rs] or found
     inner = sum(unit_stride(e, nx + nr - 1) for e in both)
     outer = sum(unit_stride(e, nx - 1) for e in both)
     return inner > outer or inner == outer == 0

@@ -10,7 +10,6 @@ one when every index sees them as one contiguous range.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -21,7 +20,7 @@ from mind.ir.core import Block, Operation, Value
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .loops import EXPR_CACHE_SIZE, linear_coefficients, pvar, strides_of, substitute
+from .loops import EXPR_CACHE_SIZE, INDIRECT, linear_coefficients, pvar, strides_of, substitute
 
 Dep = tuple[Value, IntLike, dict[str, IntLike]]
 Dim = tuple[sympy.Symbol, IntLike]
@@ -156,8 +155,6 @@ def set_node_deps(op: Node) -> None:
 
 # -- merging loops -----------------------------------------------------------------------------
 _M1, _M2 = sym("merge_m1"), sym("merge_m2")
-#: the symbols of an indirect index (a value read from memory: `i0, i1, ...`)
-_INDIRECT = re.compile(r"i\d+")
 
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
@@ -236,7 +233,7 @@ def _normalized(
     names = [sym(f"c{k}") for k in range(len(dims))]
     index = substitute(index, {v: c for (v, _), c in zip(dims, names)})
     used = sympy.sympify(index).free_symbols
-    indirect = any(_INDIRECT.fullmatch(s.name) for s in used)  # i0 may vary with every variable
+    indirect = any(INDIRECT.fullmatch(s.name) for s in used)  # i0 may vary with every variable
     while dims and names[len(dims) - 1] not in used and not indirect:
         dims.pop()
     return index, tuple((str(c), s) for c, (_, s) in zip(names, dims))

@@ -7,6 +7,7 @@ the flat offset its strides give.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import TypeVar
@@ -23,6 +24,10 @@ T = TypeVar("T", bound=Operation)
 Index = list[IntLike]
 #: an N-d index, or a flat offset into a buffer
 Access = Index | IntLike
+
+
+#: the symbols of an indirect index (a value read from memory: `i0, i1, ...`)
+INDIRECT = re.compile(r"i\d+")
 
 
 def pvar(i: int) -> sympy.Symbol:
