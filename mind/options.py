@@ -40,6 +40,9 @@ class Options:
     #: Inductor's layout optimization: convolutions take and give channels-last tensors where
     #: its rule says so (the pass `channels-last`; False leaves it out of the pipeline)
     layout_optimization: bool = True
+    #: round every bf16/f16 op's result as eager does, also inside a fused kernel (Inductor's
+    #: option of that name; by default a fused chain computes in f32 and rounds where it stores)
+    emulate_precision_casts: bool = False
 
 
 _TYPES = {"bool": bool, "int": int, "str": str}
@@ -97,9 +100,15 @@ def check_pipeline(pipeline: str, source: str) -> None:
 def pipeline_of(options: Options, deterministic: bool = False) -> str:
     """The pipeline the options run: `pipeline`, where `autotune` turns on to-triton's candidates
     and has mm-templates benchmark templates against ATen (unless it selects otherwise),
-    `deterministic` (torch.use_deterministic_algorithms) has lower keep scatters in ATen, and
-    `layout_optimization=False` leaves channels-last out."""
-    if not options.autotune and not deterministic and options.layout_optimization:
+    `deterministic` (torch.use_deterministic_algorithms) has lower keep scatters in ATen,
+    `layout_optimization=False` leaves channels-last out, and `emulate_precision_casts` has
+    inline keep each op's rounding."""
+    if (
+        not options.autotune
+        and not deterministic
+        and options.layout_optimization
+        and not options.emulate_precision_casts
+    ):
         return options.pipeline
     from mind.passes import parse_pipeline
 
@@ -113,5 +122,7 @@ def pipeline_of(options: Options, deterministic: bool = False) -> str:
             p = dataclasses.replace(p, select="autotune")
         elif deterministic and p.name == "lower":
             p = dataclasses.replace(p, deterministic=True)
+        elif options.emulate_precision_casts and p.name == "inline":
+            p = dataclasses.replace(p, emulate_precision_casts=True)
         passes.append(p)
     return ",".join(str(p) for p in passes)

@@ -315,7 +315,8 @@ def test_modes_compile_and_match_eager(mode):
                            "max-autotune-no-cudagraphs)"),
         ({"options": {"cuda_graphs": True}}, "unknown option 'cuda_graphs' (options: cudagraphs, "
                                              "cudagraph_max_shapes, cudagraph_max_recordings, "
-                                             "pipeline, autotune, layout_optimization)"),
+                                             "pipeline, autotune, layout_optimization, "
+                                             "emulate_precision_casts)"),
         ({"options": {"cudagraphs": 1}}, "option 'cudagraphs' takes a bool, not int (1)"),
     ],
 )  # fmt: skip
@@ -431,3 +432,21 @@ def test_a_freeze_inside_another_neither_counts_nor_unfreezes(monkeypatch):
             assert 0 < count() <= frozen
         assert 0 < count() <= frozen
     assert count() == 0 and counts == [1]
+
+
+def test_a_fused_bf16_chain_rounds_where_it_stores_unless_told_to_emulate_eager():
+    """`x * 0.3 + 1` in bf16 is one kernel. Eager rounds the product to bf16 before adding; the
+    kernel adds in f32 and rounds once, as Inductor's does, unless `emulate_precision_casts`
+    has it round op by op. The two roundings differ on some of these inputs."""
+
+    def fn(x):
+        return x * 0.3 + 1.0
+
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(0)).bfloat16()
+    eager, once = fn(x), (x.float() * 0.3 + 1.0).bfloat16()
+    assert not torch.equal(eager, once)
+    out, warned = run(fn, x)
+    assert warned == [] and torch.equal(out, once)
+    torch._dynamo.reset()
+    out, warned = run(fn, x, options={"emulate_precision_casts": True})
+    assert warned == [] and torch.equal(out, eager)
