@@ -275,14 +275,18 @@ class LowerCtx:
         )  # fmt: skip
         return self.node(op).result
 
-    def call(self, kind: str, symbol: str, args: list, kwargs: dict) -> list[Value]:
-        """An extern or fallback ATen call on the aten op's arguments; its results have the
-        layouts torch computed from its arguments' layouts, which `input_strides` lists, and
-        `aliases` lists those that may be an argument's memory (by the op's schema)."""
+    def call(
+        self, kind: str, symbol: str, args: list, kwargs: dict, aten_args: list | None = None
+    ) -> list[Value]:
+        """An extern or fallback ATen call on the aten op's arguments (or on `aten_args`, the
+        aten values `args` lower, for a call of another op); its results have the layouts torch
+        computed from its arguments' layouts, which `input_strides` lists, and `aliases` lists
+        those that may be an argument's memory (by the op's schema)."""
         from mind.dialects.aten import aliased_results  # torch's schemas: loaded here
 
         names = [self.fresh(f"{self.base}_{kind}") for _ in self.outs]
-        tensors = [v for v in iter_values(self.op.args) if isinstance(v.type, TensorType)]
+        given = self.op.args if aten_args is None else aten_args
+        tensors = [v for v in iter_values(given) if isinstance(v.type, TensorType)]
         strides = [strides_of_value(v) for v in tensors] if tensors else None
         op = LoopsCall.build(
             f"loops.{kind}", values=args, input_strides=strides, attrs=kwargs,

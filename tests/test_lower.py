@@ -148,3 +148,16 @@ def test_numerics(name):
     expected = expected if isinstance(expected, tuple) else (expected,)
     for g, e in zip(got, expected, strict=True):
         assert_close(g, e, check_stride=False)
+
+
+def test_an_addmm_split_into_mm_and_bias_computes_what_addmm_does():
+    """lit_tests/lower/addmm.aten's @scaled lowers to an ATen mm and a pointwise
+    `beta * bias + alpha * mm` (its types say cuda; the evaluator runs it on the CPU)."""
+    with open(os.path.join(os.path.dirname(__file__), "../lit_tests/lower/addmm.aten")) as f:
+        chunk = f.read().split("// -----")[1]
+    module = run_pipeline(mind.parse(chunk), "lower")
+    assert [op.symbol for op in module.walk() if op.name == "loops.extern"] == ["aten.mm.default"]
+    gen = torch.Generator().manual_seed(0)
+    bias, a, b = (torch.randn(*s, generator=gen) for s in ((1, 32), (8, 16), (16, 32)))
+    (out,) = evaluate(module.ops[0], [bias, a, b])
+    assert_close(out, torch.addmm(bias, a, b, beta=0.5, alpha=2.0).relu())
