@@ -5,9 +5,9 @@ An addmm whose bias is broadcast and whose result only pointwise ops read (throu
 as an mm and a pointwise bias add, on a GPU in f32 or f64, as Inductor's post-grad
 `unfuse_bias_add_to_pointwise` does: the add fuses into its readers' kernel, and cuBLAS's mm
 may pick a faster kernel than its addmm of a broadcast bias (GPT-2's 3072 -> 768 projection in
-f32 on an H200: 206 against 247 us; its 768 -> 3072 one, 216 against 210). A half-precision addmm stays whole (Inductor's
-`keep_addmm_fused_for_half_dtypes`), as does one read by a reduction, a call or the graph's
-output (a training forward saves it for the backward).
+f32 on an H200: 206 against 247 us; its 768 -> 3072 one, 216 against 210). A half-precision
+addmm stays whole (Inductor's `keep_addmm_fused_for_half_dtypes`), as does one read by a
+reduction, a call or the graph's output (a training forward saves it for the backward).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def extern(ctx, *args, **kwargs):
 
 
 def _unfuses_bias(ctx, bias) -> bool:
+    """Whether the addmm `ctx` lowers runs as mm and a bias add (see the module docstring)."""
     out = ctx.out
     if out.device is None or out.device.type != "cuda" or out.dtype not in (dt.f32, dt.f64):
         return False
