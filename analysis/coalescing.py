@@ -15,11 +15,6 @@ from mind.ir.core import Operation, Value
 from mind.ir.symbols import sym
 
 
-def accesses(node: Operation) -> list[sympy.Expr]:
-    """The indices of a node's loads and stores."""
-    return [sympy.sympify(op.index) for op in node.body.ops if isinstance(op, Load | Store)]
-
-
 def moves_along(op: Load | Store | Index) -> frozenset[sympy.Symbol]:
     """The loop variables an access's index moves along: its own, and for each indirect symbol
     (`i0`: a value read from memory, such as an embedding's token id) those the value is

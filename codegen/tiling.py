@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from math import prod
 
 import sympy
-from mind.analysis.coalescing import is_inner, unit_stride
+from mind.analysis.coalescing import is_inner, moves_along, unit_stride
 from mind.analysis.deps import index_ops, size_hint
 from mind.analysis.loops import pvar, pvars
 from mind.dialects.loops import Load
@@ -118,8 +118,9 @@ def _tile_split(node: Operation, nx: int) -> int | None:
 
 def _footprint(op: Load | Store, sizes: list[int]) -> int:
     """The bytes an access can touch: its element size times the extents of the loop dims its
-    index moves along (a broadcast dim re-reads the same bytes)."""
-    moved = sympy.sympify(op.index).free_symbols
+    index moves along (`moves_along`: a gathered row moves with its ids; a broadcast dim re-reads
+    the same bytes)."""
+    moved = moves_along(op)
     tensor = op.source if isinstance(op, Load) else op.buffer
     extents = [size for d, size in enumerate(sizes) if pvar(d) in moved]
     return tensor.type.dtype.itemsize * prod(extents, start=1)

@@ -127,12 +127,15 @@ def _prologue(value: Value, ops: set[Operation], inputs: dict[Value, None]) -> N
     if isinstance(node, View):
         ops.add(node)
         _prologue(node.source, ops, inputs)
-    elif type(node) is Pointwise and not is_realized(node) and _reads_floats(node):
-        ops.add(node)
-        for v in _outer_values(node):
-            _prologue(v, ops, inputs)
-    else:
+        return
+    outer = _outer_values(node) if type(node) is Pointwise and not is_realized(node) else None
+    # what the prologue reads gets random normal floats: a node reading other dtypes is an input
+    if outer is None or not all(v.type.dtype.is_floating_point for v in outer):
         inputs[value] = None
+        return
+    ops.add(node)
+    for v in outer:
+        _prologue(v, ops, inputs)
 
 
 def _outer_values(node: Operation) -> list[Value]:
@@ -141,11 +144,6 @@ def _outer_values(node: Operation) -> list[Value]:
     inner |= {a for region in node.regions for a in region.block.args}
     found = (v for op in node.walk() for v in op.operands if v not in inner)
     return list(dict.fromkeys(v for v in found if isinstance(v.type, TensorType)))
-
-
-def _reads_floats(node: Operation) -> bool:
-    """Whether every tensor the node reads holds floats (random probe inputs are normal)."""
-    return all(v.type.dtype.is_floating_point for v in _outer_values(node))
 
 
 def _typed(value: Value, call: LoopsCall) -> TensorType:

@@ -27,6 +27,14 @@ from mind.options import PIPELINE, pipeline_of, resolve_options
 FORCED = PIPELINE.replace("channels-last", "channels-last{force=true}")
 
 
+def compiled_inference(options: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """`conv_net` in eval mode compiled by mind with `options` and run, and eager's output."""
+    net, x = conv_net()
+    net.eval()
+    with torch.no_grad(), no_fallback():
+        return torch.compile(net, backend="mind", options=options)(x), net(x)
+
+
 def test_the_buffers_between_convolutions_are_channels_last():
     net, x = conv_net()
     with torch.no_grad():
@@ -53,11 +61,7 @@ def test_a_convolutions_bias_is_an_add_that_fuses_into_the_next_kernel(
     """The library convolution runs without its bias (cuDNN would add it in a kernel of its
     own); the add is a pointwise op, read by the kernel of the norm and relu after it."""
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
-    net, x = conv_net()
-    net.eval()
-    with torch.no_grad(), no_fallback():
-        got = torch.compile(net, backend="mind", options={"pipeline": FORCED})(x)
-        want = net(x)
+    got, want = compiled_inference({"pipeline": FORCED})
     torch.testing.assert_close(got, want)
     aten = (tmp_path / "graph0_forward.00.aten").read_text()
     assert "%convolution = aten.convolution.default(%arg2_1, %arg0_1, none," in aten
@@ -91,11 +95,7 @@ def test_ops_alike_are_typed_on_fake_tensors_once(monkeypatch):
 
 
 def test_inference_matches_eager(isolated_runtime):
-    net, x = conv_net()
-    net.eval()
-    with torch.no_grad(), no_fallback():
-        got = torch.compile(net, backend="mind", options={"pipeline": FORCED})(x)
-        want = net(x)
+    got, want = compiled_inference({"pipeline": FORCED})
     torch.testing.assert_close(got, want)
     assert got.stride() == want.stride()
 
@@ -131,11 +131,8 @@ def test_the_option_turns_it_off(isolated_runtime, tmp_path, monkeypatch):
     assert "channels-last" not in pipeline_of(resolve_options(options=off))
     assert "channels-last" in pipeline_of(resolve_options())
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
-    net, x = conv_net()
-    net.eval()
-    with torch.no_grad(), no_fallback():
-        got = torch.compile(net, backend="mind", options=off)(x)
-    torch.testing.assert_close(got, net(x))
+    got, want = compiled_inference(off)
+    torch.testing.assert_close(got, want)
     assert not list(tmp_path.glob("*channels-last*"))
     realized = next(tmp_path.glob("graph0_forward.*.realize.loops")).read_text()
     assert "copy_strided" not in realized

@@ -26,20 +26,24 @@ aten = torch.ops.aten
 
 @register_lowering(aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.convolution)
 def extern(ctx, *args, **kwargs):
-    if ctx.op.name == "aten.addmm.default" and _unfuses_bias(ctx, args[0]):
+    if ctx.op.name == "aten.addmm.default" and _unfuses_bias(ctx):
         return _mm_and_bias(ctx, *args, **kwargs)
     return ctx.call("extern", ctx.op.name, list(args), kwargs)
 
 
-def _unfuses_bias(ctx, bias) -> bool:
-    """Whether the addmm `ctx` lowers runs as mm and a bias add (see the module docstring)."""
-    out = ctx.out
+def _unfuses_bias(ctx) -> bool:
+    """Whether the addmm `ctx` lowers runs as mm and a bias add (see the module docstring): its
+    aten bias is read broadcast (fewer dims, a size-1 dim, or a stride-0 one: an expand)."""
+    out, bias = ctx.out, ctx.op.args[0]
     if out.device is None or out.device.type != "cuda" or out.dtype not in (dt.f32, dt.f64):
         return False
     if not is_tensor(bias) or bias.type.dtype != out.dtype:
         return False
-    broadcast = bias.type.rank < out.rank or any(
-        b == 1 != o for b, o in zip(bias.type.shape, out.shape)
+    t = bias.type
+    broadcast = (
+        t.rank < out.rank
+        or any(b == 1 != o for b, o in zip(t.shape, out.shape))
+        or any(s == 0 for s in t.strides or ())
     )
     return broadcast and _pointwise_readers(ctx.op.result)
 
