@@ -4,8 +4,8 @@ many reductions each depends on. A looped kernel runs one r-loop per phase that 
 from __future__ import annotations
 
 import sympy
-from mind.analysis.deps import INDEXED
-from mind.dialects.scheduled import KEEPS_ROW, Reduction, Store
+from mind.analysis.deps import INDEXED, equal
+from mind.dialects.scheduled import KEEPS_ROW, Load, Reduction, Store
 from mind.ir.core import Operation, Value
 
 
@@ -49,6 +49,17 @@ class Phases:
         ]
         return reductions, stores
 
+    def inputs(self, op: Operation) -> set[Operation]:
+        """The ops `op` is computed from in its own phase: up to, not through, reductions."""
+        found, stack = set(), [op]
+        while stack:
+            for value in stack.pop().operands:
+                op = self.defs.get(value)
+                if op is not None and op not in found and not isinstance(op, Reduction):
+                    found.add(op)
+                    stack.append(op)
+        return found
+
     def closure(self, targets: list[Operation]) -> list[Operation]:
         """The targets and the ops along r they need (recomputed in each r-loop), in body order."""
         needed, stack = set(targets), list(targets)
@@ -64,6 +75,26 @@ class Phases:
                     needed.add(op)
                     stack.append(op)
         return [op for op in self.ops if op in needed]
+
+
+def writes_over(node: Operation, source: Value, result: Value) -> bool:
+    """Whether the node may store `result` into `source`'s buffer (Inductor's in-place reuse):
+    `source` is read once, directly, at the index `result` is written at (so each element is read
+    by the program that writes it, and by no other), the stored value is computed from that read
+    (so within a loop the read comes first) and in the node's last phase (so no later r-loop
+    reads `source` again). A template's or a scatter's node never qualifies."""
+    if node.template is not None or node.updates is not None:
+        return False
+    loads = [op for op in node.body.ops if isinstance(op, Load) and op.source is source]
+    stores = [op for op in node.body.ops if isinstance(op, Store) and op.buffer is result]
+    if len(loads) != 1 or len(stores) != 1:
+        return False
+    (load,), (store,) = loads, stores
+    if load.indirect or store.indirect or store.mode or isinstance(load.index, list):
+        return False
+    phases = Phases(node)
+    last = phases.level[store] == phases.count - 1
+    return last and equal(load.index, store.index) and load in phases.inputs(store)
 
 
 def _reads_r(op: Operation, nx: int) -> bool:

@@ -4,6 +4,10 @@ inputs, allocates (or reuses) buffers, launches the kernels and calls ATen for e
 
 Reuse: a buffer is dead after the last op that reads it; a later allocation of the same storage
 size, dtype and device takes it over instead of allocating (graph inputs and outputs never die).
+In place (`in-place`, Inductor's `inplace_buffers`): a node's result of the same layout takes over
+the buffer of an input that dies at that node, where the node reads it only at the index it
+writes (`analysis.phases.writes_over`): the memory stays warm in L2 and peak memory drops by one
+buffer.
 A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
 and it never enters the pool itself. A collective is in flight from its start to its wait: its
 inputs live until the wait (for ever when it is not waited for here), and its result's memory
@@ -23,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from mind.analysis.phases import writes_over
 from mind.analysis.views import alias_of
 from mind.codegen import plan_node
 from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS
@@ -133,6 +138,11 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     assert_inputs: bool = option(
         False, "assert every input's sizes and strides on each call (the guards check them)"
     )
+    in_place: bool = option(
+        True,
+        "a node's result takes over the buffer of an input that dies there, read only where"
+        " it is written",
+    )
 
     def run_module(self, module: Module) -> Module:
         kernels: list[Operation] = []
@@ -180,6 +190,8 @@ class _WrapperBuilder:
         self.options, self.graph, self.kernels = options, graph, kernels
         self.values: dict[Value, Value] = {}
         self.pool: dict[tuple, list[Value]] = {}
+        self.dying: list[Value] = []  # the values that die at the op being translated
+        self.taken: set[Value] = set()  # buffers a result took over in place: never pooled
         self.block = Block()
 
     def add(self, op: Operation) -> Operation:
@@ -207,25 +219,45 @@ class _WrapperBuilder:
             handler = _HANDLERS.get(op.name)
             if handler is None:
                 raise MindError(f"to-triton cannot translate '{op.name}'", op.loc)
+            self.dying = dying.get(i, [])
             handler(self, op)
-            for value in dying.get(i, ()):
+            for value in self.dying:
                 self.release(value)
         return converted_graph(self.graph, "triton.wrapper", self.block, name)
 
     def release(self, value: Value) -> None:
         mapped = self.values.get(value)
-        if mapped is not None and isinstance(mapped.type, TensorType) and mapped.type.strides:
+        if mapped in self.taken or mapped is None:
+            return
+        if isinstance(mapped.type, TensorType) and mapped.type.strides:
             self.pool.setdefault(storage_key(mapped.type), []).append(mapped)
 
-    def allocate(self, result: Value) -> Value:
+    def in_place(self, node: Operation, result: Value) -> Value | None:
+        """A buffer dying at `node` that `result` may take over (see the module docstring)."""
+        if not self.options.in_place:
+            return None
+        for value in self.dying:
+            mapped = self.values.get(value)
+            if (
+                mapped is not None
+                and mapped not in self.taken
+                and mapped.type == result.type
+                and writes_over(node, value, result)
+            ):
+                self.taken.add(mapped)
+                return mapped
+        return None
+
+    def allocate(self, result: Value, node: Operation) -> Value:
         t = result.type
         if not isinstance(t, TensorType) or t.strides is None:
             raise MindError(f"scheduled node result '%{result.name}' needs a layout, got {t}")
         free = self.pool.get(storage_key(t))
-        if free:
-            op = Operation(
-                "triton.reuse", [free.pop()], result_types=[t], result_names=[result.name]
-            )
+        old = self.in_place(node, result)
+        if old is None and free:
+            old = free.pop()
+        if old is not None:
+            op = Operation("triton.reuse", [old], result_types=[t], result_names=[result.name])
         else:
             op = Operation(
                 "triton.empty_strided",
@@ -243,7 +275,7 @@ class _WrapperBuilder:
             if node.updates is not None:
                 self.values[result] = self.values[node.updates]
             else:
-                self.allocate(result)
+                self.allocate(result, node)
         plan = plan_node(node, self.options, self.values, len(self.kernels))
         self.kernels += plan.kernels
         for launch in plan.launches:

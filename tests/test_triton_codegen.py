@@ -339,10 +339,17 @@ CHAIN = """scheduled.graph @g(%arg0_1: f32[256][1]cpu) {
 """
 
 
-def test_extern_and_buffer_reuse():
-    printed, mod = compile_graph(CHAIN)
+@pytest.mark.parametrize(
+    "pipeline, taken",
+    [
+        ("to-triton{in-place=false}", "%buf0"),  # buf0 is dead once cumsum read it: the pool's
+        ("to-triton", "%buf1"),  # the mul reads the cumsum where it writes: in place
+    ],
+)
+def test_extern_and_buffer_reuse(pipeline, taken):
+    printed, mod = compile_graph(CHAIN, pipeline)
     assert "%buf1 = triton.extern @aten.cumsum.default(%buf0, 0)" in printed
-    assert "%buf2 = triton.reuse(%buf0)" in printed  # buf0 is dead once cumsum read it
+    assert f"%buf2 = triton.reuse({taken})" in printed
     x = torch.randn(256)
     torch.testing.assert_close(mod.call([x])[0], torch.cumsum(x.exp(), 0) * 2)
 
@@ -417,3 +424,37 @@ def test_repeated_layers_share_one_kernel(tmp_path, monkeypatch):
     assert source.count("@triton.jit") == 1
     assert len(re.findall(r"^\w+_launch = bind\(", source, re.M)) == 1
     assert len(re.findall(r"^\s+\w+_launch\(", source, re.M)) == 3
+
+
+ROW_PHASES = """scheduled.graph @g(%arg0_1: f32[4, 32][32, 1]cpu) {
+  %buf0 = scheduled.node @op0 {sizes = ([128], []), device = cpu, origins = ["exp"], writes = [(%buf0, c0, {c0: 128})], unmet = [], met = []} : f32[4, 32][32, 1]cpu {
+    %0 = scheduled.load(%arg0_1, p0) : f32
+    %1 = scheduled.exp(%0) : f32
+    scheduled.store(%buf0, p0, %1)
+  }
+  %buf1, %buf2 = scheduled.node @op1 {sizes = ([4], [32]), device = cpu, origins = ["mul", "div"], writes = [(%buf1, 32*c0 + c1, {c0: 4, c1: 32}), (%buf2, 32*c0 + c1, {c0: 4, c1: 32})], unmet = [], met = []} : f32[4, 32][32, 1]cpu, f32[4, 32][32, 1]cpu {
+    %0 = scheduled.load(%buf0, 32*p0 + p1) : f32
+    %1 = scheduled.constant(2.0) : f32
+    %2 = scheduled.mul(%0, %1) : f32
+    scheduled.store(%buf1, 32*p0 + p1, %2)
+    %3 = scheduled.reduction(%0) {reduction_type = "sum"} : f32
+    %4 = scheduled.truediv(%0, %3) : f32
+    scheduled.store(%buf2, 32*p0 + p1, %4)
+  }
+  scheduled.output(%buf1, %buf2)
+}
+"""
+
+
+@pytest.mark.parametrize("pipeline", ["to-triton", "to-triton{persistent-max=8,max-r-block=8}"])
+def test_a_row_written_in_place_over_its_input_reads_it_first(pipeline):
+    """The normalized row takes over exp(x)'s buffer: in a looped kernel the last r-loop reads
+    each element before writing it. The doubled row, stored in the first loop, keeps a buffer of
+    its own (over exp(x), the last loop would read doubled values)."""
+    printed, mod = compile_graph(ROW_PHASES, pipeline)
+    assert "%buf1 = triton.empty_strided((4, 32), (32, 1))" in printed
+    assert "%buf2 = triton.reuse(%buf0)" in printed
+    x = torch.randn(4, 32)
+    doubled, normalized = mod.call([x])
+    torch.testing.assert_close(doubled, x.exp() * 2)
+    torch.testing.assert_close(normalized, x.exp() / x.exp().sum(1, keepdim=True))
