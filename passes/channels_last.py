@@ -21,7 +21,9 @@ The rule (Inductor's `decide_layout_opt`), over the convolutions with static siz
 symbolic ones is left alone, as Inductor leaves it on GPUs; here on CPUs and under `force` too,
 since the types are found again on fake tensors of static sizes):
 - on CPU (oneDNN available), always;
-- elsewhere, not in a graph of 300 ops or more per convolution;
+- elsewhere, not in a graph of 300 nodes or more per convolution, nodes counted as in the FX
+  graph Inductor counts: an op of several results is a node and one more (a `getitem`) per
+  result that is used;
 - for inference (no `convolution_backward`, no flexible output), when the convolutions' FLOPs,
   weighted by Inductor's measured channels-last time per kind of convolution, do not exceed the
   unweighted total;
@@ -70,8 +72,8 @@ CONVS = {
 #: Inductor's measured time of a channels-last convolution over a contiguous one, by kind
 #: (torchbench training inputs; the inference rule weighs FLOPs by them)
 MULTIPLIERS = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}
-#: a graph with this many ops per convolution or more is left alone (few convolutions to speed up)
-MAX_OPS_PER_CONV = 300
+#: a graph with this many nodes per convolution or more is left alone (few convolutions to speed up)
+MAX_NODES_PER_CONV = 300
 #: ops whose results depend on where their operands' elements lie in memory
 LAYOUT_BOUND = (
     "aten.as_strided.default",
@@ -119,7 +121,7 @@ def wanted(graph: Operation, convs: list[Operation]) -> bool:
     """Inductor's rule (see the module's docstring)."""
     if _on_onednn(convs):
         return True
-    if len(graph.body.args) + len(graph.body.ops) >= MAX_OPS_PER_CONV * len(convs):
+    if fx_nodes(graph) >= MAX_NODES_PER_CONV * len(convs):
         return False
     weights = [op.args[_conv(op).weight].type.shape for op in convs]
     if _inference(graph):
@@ -131,6 +133,16 @@ def wanted(graph: Operation, convs: list[Operation]) -> bool:
         or any(_in_out(w) for w in weights)
         or all(_small(w) for w in weights)
     )
+
+
+def fx_nodes(graph: Operation) -> int:
+    """The graph's nodes as FX counts them: placeholders, ops, and a `getitem` per used result
+    of an op of several results (a training forward's attention saves its statistics: on a
+    ViT, that decides the rule as it decides Inductor's)."""
+    getitems = sum(
+        sum(1 for r in op.results if r.users) for op in graph.body.ops if len(op.results) > 1
+    )
+    return len(graph.body.args) + len(graph.body.ops) + getitems
 
 
 def _on_onednn(convs: list[Operation]) -> bool:

@@ -200,3 +200,34 @@ def test_a_backward_given_other_layouts_falls_back_reshaping_its_views(monkeypat
     with pytest.warns(MindFallbackWarning, match="on purpose"):
         code = backend.compile_aten_graph(aot_gm, "graph0_backward", [x])
     torch.testing.assert_close(code([x])[0], x.reshape(2, 128) * 2)
+
+
+def _training_forward_with_statistics(count: int) -> str:
+    """A training forward of one convolution (96 channels: the training rule says yes) and
+    `count` var_means of its result, each with both results used."""
+    t, stats = "f32[2, 96, 8, 8][6144, 64, 8, 1]cuda:0", "f32[2, 1, 8, 8][64, 64, 8, 1]cuda:0"
+    lines = [
+        "aten.graph @g(%primals_1: " + t + ", %primals_2: f32[96, 96, 3, 3][864, 9, 3, 1]cuda:0) {",
+        "  %convolution = aten.convolution.default(%primals_1, %primals_2, none, [1, 1], [1, 1],"
+        " [1, 1], false, [0, 0], 1) : " + t,
+    ]
+    for i in range(count):
+        lines += [
+            f"  %v{i}, %m{i} = aten.var_mean.correction(%convolution, [1]) {{correction = 0,"
+            f" keepdim = true}} : {stats}, {stats}",
+            f"  %a{i} = aten.add.Tensor(%v{i}, %m{i}) : {stats}",
+        ]
+    lines += ["  aten.output(%convolution, %primals_1) {flexible = [1]}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("count, converted", [(60, True), (100, False)])
+def test_the_few_convolutions_rule_counts_nodes_as_fx_does(count, converted):
+    """Inductor leaves a graph of 300 FX nodes or more per convolution alone, and FX has a
+    getitem node per used result of a var_mean: with 100 of them the graph has 204 ops but 404
+    nodes (a ViT's training forward is such a graph, its attention's saved statistics tipping
+    it over)."""
+    from mind.parser import parse
+
+    out = str(run_pipeline(parse(_training_forward_with_statistics(count)), "channels-last"))
+    assert ("[6144, 1, 768, 96]" in out) == converted
