@@ -54,10 +54,11 @@ class Phases:
         found, stack = set(), [op]
         while stack:
             for value in stack.pop().operands:
-                op = self.defs.get(value)
-                if op is not None and op not in found and not isinstance(op, Reduction):
-                    found.add(op)
-                    stack.append(op)
+                producer = self.defs.get(value)
+                fresh = producer is not None and producer not in found
+                if fresh and not isinstance(producer, Reduction):
+                    found.add(producer)
+                    stack.append(producer)
         return found
 
     def closure(self, targets: list[Operation]) -> list[Operation]:
@@ -79,10 +80,11 @@ class Phases:
 
 def writes_over(node: Operation, source: Value, result: Value) -> bool:
     """Whether the node may store `result` into `source`'s buffer (Inductor's in-place reuse):
-    `source` is read once, directly, at the index `result` is written at (so each element is read
-    by the program that writes it, and by no other), the stored value is computed from that read
-    (so within a loop the read comes first) and in the node's last phase (so no later r-loop
-    reads `source` again). A template's or a scatter's node never qualifies."""
+    `source` is read once, directly, at the index `result` is written at, an index naming every
+    loop it varies along (so each element is written once, and read only by the program that
+    writes it), the stored value is computed from that read (so within a loop the read comes
+    first) and in the node's last phase (so no later r-loop reads `source` again). A template's
+    or a scatter's node never qualifies."""
     if node.template is not None or node.updates is not None:
         return False
     loads = [op for op in node.body.ops if isinstance(op, Load) and op.source is source]
@@ -91,6 +93,10 @@ def writes_over(node: Operation, source: Value, result: Value) -> bool:
         return False
     (load,), (store,) = loads, stores
     if load.indirect or store.indirect or store.mode or isinstance(load.index, list):
+        return False
+    nx, nr = (len(sizes) for sizes in node.sizes)
+    loops = {f"p{i}" for i in range(nx + (nr if _reads_r(store, nx) else 0))}
+    if not loops <= {s.name for s in sympy.sympify(store.index).free_symbols}:
         return False
     phases = Phases(node)
     last = phases.level[store] == phases.count - 1
