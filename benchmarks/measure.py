@@ -93,6 +93,19 @@ def kernel_stats(fn: Callable[[], object], device: str) -> tuple[int, float] | N
     return kernels, sum(e.time_range.elapsed_us() for e in events) / 1e3
 
 
+def peak_mib(fn: Callable[[], object], device: str) -> float | None:
+    """MiB of device memory allocated at the most during one call (torch's caching allocator's
+    high-water mark: weights, inputs and CUDA-graph pools the process holds included), None off
+    CUDA."""
+    if not device.startswith("cuda"):
+        return None
+    sync(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    sync(device)
+    return torch.cuda.max_memory_allocated(device) / 2**20
+
+
 def check_kernel_counter(device: str) -> dict[str, object]:
     """Counts known programs (one `add` is 1 kernel, `add` then `mul` is 2) so a broken profiler shows."""
     if not device.startswith("cuda"):

@@ -1,5 +1,6 @@
 """Models under eager, Inductor and mind (default and reduce-overhead), fp32 and bf16, inference
-and one training step: wall, GPU and host ms, kernels, first-call s, error against eager, speedup.
+and one training step: wall, GPU and host ms, kernels, peak memory, first-call s, error against
+eager, speedup.
 
     python3 -m benchmarks.models [--models gpt2,bert] [--dtypes bf16] [--modes infer,train]
         [--backends eager,mind] [--jobs N] [--json F] [--md F] [--png F]
@@ -54,6 +55,9 @@ NOTES = (
     " host ms: wall ms - GPU ms, the part of a call the GPU spends waiting for the host (Python,"
     " guards, launches, gaps between kernels). The profiler's own CPU times are not used: the"
     " profiler slows the host down, and it sees none of a CUDA graph's launches.",
+    "peak MiB: the device memory allocated at the most during one call, as torch's caching"
+    " allocator counts it (torch.cuda.max_memory_allocated): the weights, inputs, gradients and"
+    " CUDA-graph pools the row's process holds, and what the call allocates on top.",
     "first call s: from torch.compile to the synchronized end of the first call (a training step:"
     " forward and backward compile), after torch._dynamo.reset(), with empty on-disk caches of"
     " its own (Inductor, Triton, mind), in a process that compiled a throwaway Linear first so"

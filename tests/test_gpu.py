@@ -77,3 +77,15 @@ def test_dynamic_sizes(name):
         for grow in (0, 7):
             inputs = [torch.randn(tuple(d + grow for d in s), device="cuda") for s in shapes]
             torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-3, atol=1e-3)
+
+
+def test_peak_memory_counts_what_a_call_allocates_on_top_of_what_is_held():
+    """`benchmarks.measure.peak_mib`, the models table's figure: what the process holds (a 32 MiB
+    tensor among it) and the 64 MiB a call makes."""
+    from benchmarks.measure import peak_mib
+
+    held = torch.empty(8 << 20, device="cuda")  # 32 MiB
+    before = torch.cuda.memory_allocated() / 2**20
+    peak = peak_mib(lambda: torch.empty(16 << 20, device="cuda"), "cuda")
+    assert peak == pytest.approx(before + 64, abs=1)
+    assert peak_mib(lambda: held, "cpu") is None
