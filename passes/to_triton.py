@@ -7,7 +7,7 @@ size, dtype and device takes it over instead of allocating (graph inputs and out
 In place (`in-place`, Inductor's `inplace_buffers`): a node's result of the same layout takes over
 the buffer of an input that dies at that node, where the node reads it only at the index it
 writes (`analysis.phases.writes_over`), and through no view: peak memory drops by that buffer
-(a ResNet-18's inference step on an H200: 211 MiB to 138).
+(`benchmarks.models`' ResNet, an inference step on an H200: 211 MiB to 138).
 A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
 and it never enters the pool itself. A collective is in flight from its start to its wait: its
 inputs live until the wait (for ever when it is not waited for here), and its result's memory
