@@ -131,3 +131,28 @@ def test_tuning_report_reads_the_records(tmp_path):
     rows = tuning.records(folder)
     assert "| [64, 32] | a | 2.0000 | b | 1.0000 | 2.00x |" in tuning.kernel_table(rows)
     assert "| mm | 2.0000 | 1.0000 | aten |" in tuning.matmul_table(rows)
+
+
+def test_kernel_table_sorts_kernels_by_kind_and_time_per_step():
+    from benchmarks import kernels
+
+    names = {
+        "triton_per_fused_native_layer_norm_0": "triton",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1": "matmul",
+        "nvjet_tst_128x64_64x8_1x2_h_bz_NNT": "matmul",
+        "cudnn::engines_precompiled::implicit_convolve_sgemm": "convolution",
+        "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>": "attention",
+        "Memcpy DtoD (Device -> Device)": "copy, fill",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>": (
+            "other aten"
+        ),
+    }
+    assert {n: kernels.kind_of(n) for n in names} == names
+    events = [("triton_a", 3.0), ("triton_a", 5.0), ("nvjet_x", 10.0), ("triton_b", 1.0)] * 2
+    table = kernels.per_step(events, steps=2)
+    assert table["triton_a"] == {"calls": 2.0, "us": 8.0}
+    assert kernels.by_kind(table) == {"triton": 9.0, "matmul": 10.0}
+    row = {"model": "m", "dtype": "bf16", "mode": "infer", "kernels": {"mind": table, "x": {}}}
+    text = kernels.markdown(row, top=1)
+    assert "| triton | 9.0 | 0.0 |" in text and "| **all** | **19.0** | **0.0** |" in text
+    assert "| `nvjet_x` | matmul | 1 | 10.0 |" in text and "triton_a`" not in text
