@@ -156,3 +156,14 @@ def test_kernel_table_sorts_kernels_by_kind_and_time_per_step():
     text = kernels.markdown(row, top=1)
     assert "| triton | 9.0 | 0.0 |" in text and "| **all** | **19.0** | **0.0** |" in text
     assert "| `nvjet_x` | matmul | 1 | 10.0 |" in text and "triton_a`" not in text
+
+
+def test_kernel_rows_profile_each_backends_warm_steps():
+    """The plumbing on CPU, where the profiler sees no device kernels: each backend's row."""
+    import argparse
+
+    from benchmarks import kernels
+
+    args = argparse.Namespace(backends=["eager", "mind"], device="cpu", small=True, steps=1)
+    row = kernels.row_of("mlp", "fp32", "infer", args)
+    assert row["kernels"] == {"eager": {}, "mind": {}}
