@@ -139,7 +139,7 @@ def test_from_json_renders_runs_again_together(tmp_path):
          "first_s": 2.0},
         {**base, "backend": "inductor", "error": "TypeError: no"},
         {**base, "backend": "eager", "wall_ms": 2.0, "gpu_ms": 1.5, "host_ms": 0.5,
-         "kernels": 7},
+         "kernels": 7, "peak_mib": 96.4},
     ]  # fmt: skip
     infer = {**base, "mode": "infer"}
     runs = [  # training, then inference in a second run: rendered together
@@ -157,10 +157,10 @@ def test_from_json_renders_runs_again_together(tmp_path):
         "| m | bf16 | train | 2.000 | ERR | 2.00 (FAIL) |\n| m | bf16 | infer | 1.000 |  | 4.00 |"
     )
     assert pivot in md  # eager first, then the rest; the groups in the order of the runs
-    assert "| m | bf16 | train | eager | 2.000 | 1.500 | 0.500 | 7 | - |" in md
+    assert "| m | bf16 | train | eager | 2.000 | 1.500 | 0.500 | 7 | 96 | - |" in md
     assert (
-        "| m | bf16 | train | mind | 1.000 | - | - | - | 2.0 | 1.0e+00 | - | 40 | - | FAIL (fallback)"
-        in md
+        "| m | bf16 | train | mind | 1.000 | - | - | - | - | 2.0 | 1.0e+00 | - | 40 | - | FAIL"
+        " (fallback)" in md
     )
     assert "- m bf16 train inductor: TypeError: no" in md
     assert "- m bf16 train mind: FAIL: output: ratio 40" in md
@@ -328,6 +328,7 @@ def test_cuda_rows_have_profiles_and_cuda_graph_replays(env, monkeypatch):
         if "error" not in row:
             assert row["kernels"] > 0 and 0 < row["gpu_ms"], row
             assert row["host_ms"] == pytest.approx(row["wall_ms"] - row["gpu_ms"])
+            assert row["peak_mib"] > 0, row
         if row["backend"] == "inductor-ro":
             assert_checked(row, train=row["mode"] == "train")
 
