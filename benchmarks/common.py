@@ -1,10 +1,12 @@
-"""What both benchmark drivers (`benchmarks.run`, `benchmarks.models`) share: how an error and a
-fallback to eager are reported, how names are read from the command line, fresh compile caches."""
+"""What the benchmark drivers share: how an error and a fallback to eager are reported, how names
+are read from the command line, the rows a model driver runs and where it writes them, fresh
+compile caches."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import tempfile
 import warnings
@@ -43,6 +45,19 @@ def catch_fallbacks(into: list[str]) -> Iterator[None]:
         line = headline(str(w.message))
         if w.category.__name__ in FALLBACK_WARNINGS and line not in into:
             into.append(line)
+
+
+def grid(args: argparse.Namespace) -> Iterator[tuple[str, str, str]]:
+    """(model, dtype, mode) of a model driver's `--models`, `--dtypes` and `--modes`: by mode,
+    then dtype, then model."""
+    return ((m, d, mode) for mode in args.modes for d in args.dtypes for m in args.models)
+
+
+def write_rows(path: str | None, args: argparse.Namespace, rows: list[dict]) -> None:
+    """The driver's settings and rows as JSON at `path` (nothing without one)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"settings": vars(args), "rows": rows}, f, indent=1)
 
 
 def names_arg(choices: tuple[str, ...] | list[str]) -> Callable[[str], list[str]]:

@@ -16,7 +16,6 @@ and times the first call.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 
-from benchmarks.common import names_arg
+from benchmarks.common import grid, names_arg, write_rows
 from benchmarks.measure import sync
 from benchmarks.model_row import (
     BACKENDS,
@@ -128,15 +127,11 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rows: list[dict] = []
-    for mode in args.modes:
-        for dtype in args.dtypes:
-            for model in args.models:
-                rows += rows_of(model, dtype, mode, args)
-                print(f"{model} {dtype} {mode}: done", file=sys.stderr, flush=True)
+    for model, dtype, mode in grid(args):
+        rows += rows_of(model, dtype, mode, args)
+        print(f"{model} {dtype} {mode}: done", file=sys.stderr, flush=True)
     print(markdown(rows, args))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"settings": vars(args), "rows": rows}, f, indent=1)
+    write_rows(args.json, args, rows)
     return 0
 
 

@@ -14,18 +14,15 @@ step's total GPU ms; this says which kernels make it, for finding where two back
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections import defaultdict
 
 import torch
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.common import names_arg
+from benchmarks.common import grid, names_arg, write_rows
 from benchmarks.interleaved import steps_of
-from benchmarks.measure import sync
+from benchmarks.measure import device_events
 from benchmarks.model_row import BACKENDS, DTYPES, MODES, Task
 from benchmarks.zoo import DEFAULT_MODELS, MODELS
 
@@ -59,20 +56,6 @@ def by_kind(kernels: dict[str, dict[str, float]]) -> dict[str, float]:
     for name, stats in kernels.items():
         totals[kind_of(name)] += stats["us"]
     return {kind: totals[kind] for kind, _ in KINDS if kind in totals}
-
-
-def device_events(step, device: str, steps: int) -> list[tuple[str, float]]:
-    """(name, µs) of every device event of `steps` calls of `step`."""
-    sync(device)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            step()
-        sync(device)
-    return [
-        (e.name, e.time_range.elapsed_us())
-        for e in prof.events()
-        if e.device_type == DeviceType.CUDA
-    ]
 
 
 def row_of(model: str, dtype: str, mode: str, args: argparse.Namespace) -> dict:
@@ -130,14 +113,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rows = []
-    for mode in args.modes:
-        for dtype in args.dtypes:
-            for model in args.models:
-                rows.append(row_of(model, dtype, mode, args))
-                print(markdown(rows[-1], args.top), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"settings": vars(args), "rows": rows}, f, indent=1)
+    for model, dtype, mode in grid(args):
+        rows.append(row_of(model, dtype, mode, args))
+        print(markdown(rows[-1], args.top), flush=True)
+    write_rows(args.json, args, rows)
     return 0
 
 

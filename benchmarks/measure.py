@@ -84,13 +84,24 @@ def kernel_stats(fn: Callable[[], object], device: str) -> tuple[int, float] | N
     time the GPU was busy; the count leaves copies and fills out."""
     if not device.startswith("cuda"):
         return None
+    events = device_events(fn, device)
+    kernels = sum(1 for name, _ in events if not name.startswith(NOT_KERNELS))
+    return kernels, sum(us for _, us in events) / 1e3
+
+
+def device_events(fn: Callable[[], object], device: str, calls: int = 1) -> list[tuple[str, float]]:
+    """(name, µs) of every device event (kernels, copies, fills) the profiler sees in `calls`
+    calls of `fn`; none off CUDA."""
     sync(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        fn()
+        for _ in range(calls):
+            fn()
         sync(device)
-    events = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    kernels = sum(1 for e in events if not e.name.startswith(NOT_KERNELS))
-    return kernels, sum(e.time_range.elapsed_us() for e in events) / 1e3
+    return [
+        (e.name, e.time_range.elapsed_us())
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA
+    ]
 
 
 def peak_mib(fn: Callable[[], object], device: str) -> float | None:
