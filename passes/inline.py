@@ -11,9 +11,10 @@ renumbered, so the result reads like Inductor's loop bodies.
 A bf16 or f16 op computes in f32 and rounds its result to its dtype (`cast` before the yield).
 Inlined into a consumer that casts it back to f32, that rounding is dropped, as Inductor's
 kernels compute a fused chain in f32 and round where they store (its default; its
-`emulate_precision_casts` keeps them): `cast(cast(x, bf16), f32)` becomes `x`. A conversion the program
-wrote (a node whose body is a load and a cast: `x.to(torch.bfloat16)`) keeps its rounding. On an
-H200 the rounding cost GPT-2's tanh GELU (bf16, 2048 x 3072) 16%: 10.0 against 8.6 us.
+`emulate_precision_casts` keeps them): `cast(cast(x, bf16), f32)` becomes `x`. A conversion the
+program wrote (a node whose body is a load and a cast: `x.to(torch.bfloat16)`) keeps its
+rounding. On an H200 the rounding cost GPT-2's tanh GELU (bf16, 2048 x 3072) 16%: 10.0 against
+8.6 us.
 `emulate-precision-casts=true` keeps every rounding, for results equal to eager's op by op.
 """
 
