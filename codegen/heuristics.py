@@ -14,7 +14,9 @@ Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as In
   warps, so every row of the tile reads 32 contiguous elements and a wide matrix still gives
   many programs. On an H200, tuning bf16 Llama and GPT-2 training steps, 32 x 16 with 8 warps
   (the old rule) lost to 32-64 x 64 with 4 warps by 1.04-1.75x on the parts of split weight and
-  bias gradients (rows of 128), where 16 rows a step left a program too little to load.
+  bias gradients (rows of 128), where 16 rows a step left a program too little to load. Few
+  short columns (FEW_COLUMNS, SHORT_COLUMN) take a column or a few a program instead, each
+  column in one step.
 - warps: a warp per 128 elements of the tile, 2 to 8; a looped inner row of at least LONG_ROW
   elements up to `max-warps` (16, as Inductor's `_num_warps` allows looped reductions).
 """
@@ -41,6 +43,11 @@ def persistent_max(itemsize: int) -> int:
 #: the same limit for a reduction along strided memory (a column sum): a row held whole leaves
 #: few columns per program, so its loads are short segments far apart (Inductor's limit too)
 OUTER_PERSISTENT_MAX = 64
+#: a looped column sum of at most FEW_COLUMNS columns of at most SHORT_COLUMN rows (a split
+#: reduction's final node, as a batch norm's per-channel statistics) takes a column or a few per
+#: program: at 32 columns a program, 64 columns of 784 rows ran as 2 programs of 13 dependent
+#: steps, 20 us on an H200; a column a program takes 5.5 us (ResNet training's batch norms)
+FEW_COLUMNS, SHORT_COLUMN = 512, 1024
 #: the widest R0_BLOCK of a looped reduction
 MAX_R_BLOCK = 2048
 #: the most warps a reduction's program gets, and the most a looped row shorter than LONG_ROW gets
@@ -137,6 +144,11 @@ def looped_config(
     if inner:
         warps = max_warps if rnumel >= LONG_ROW else min(max_warps, SHORT_ROW_WARPS)
         return _reduction(1, min(max_r_block, next_power_of_2(rnumel)), warps)
+    if xnumel <= FEW_COLUMNS and rnumel <= SHORT_COLUMN:
+        # a program or two at 32 columns would walk its rows one short step after another:
+        # Inductor's OUTER_TINY config, each program a column or a few, their rows in one step
+        rblock = min(max_r_block, next_power_of_2(rnumel))
+        return _reduction(2 * (256 // rblock) if rblock <= 256 else 1, rblock, max_warps)
     rblock = min(64, max_r_block, next_power_of_2(rnumel))
     blocks = {"XBLOCK": min(32, next_power_of_2(xnumel)), "R0_BLOCK": rblock}
     return LaunchConfig(blocks, min(max_warps, 4))
@@ -194,6 +206,7 @@ def looped_candidates(xnumel: int, rnumel: int, inner: bool) -> list[LaunchConfi
         shapes = [(1, b) for b in (512, 1024, 2048, 4096)] + [(2, 1024), (4, 512), (8, 512)]
     else:
         shapes = [(32, 64), (64, 64), (16, 32), (64, 16), (128, 8), (8, 512), (64, 4), (32, 16)]
+        shapes += [(64, 8), (1, 1024), (2, 512), (4, 256), (8, 128)]
     return [
         LaunchConfig({"XBLOCK": min(x, next_power_of_2(xnumel)), "R0_BLOCK": min(b, r)}, w)
         for x, b in shapes
