@@ -147,7 +147,9 @@ def write_json(path: str, rows: list[Row], meta: Meta) -> None:
 
 def read_json(paths: list[str]) -> tuple[list[Row], Meta]:
     """The rows of one or more runs (say, inference and training run separately) and the first
-    run's settings, its lists and sizes extended by the others'."""
+    run's settings, its lists and sizes extended by the others'. A later run's row replaces an
+    earlier one of the same model, dtype, mode and backend: rows measured again (after a fix)
+    update a table."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     meta = dict(runs[0]["meta"])
     for other in runs[1:]:
@@ -155,7 +157,8 @@ def read_json(paths: list[str]) -> tuple[list[Row], Meta]:
             meta[f"{f}s"] = list(dict.fromkeys([*meta[f"{f}s"], *other["meta"][f"{f}s"]]))
         meta["sizes"] = {**meta["sizes"], **other["meta"]["sizes"]}
         meta["total_s"] = (meta.get("total_s") or 0) + (other["meta"].get("total_s") or 0)
-    return [r for run in runs for r in run["rows"]], meta
+    rows = {tuple(r[f] for f in FIELDS): r for run in runs for r in run["rows"]}
+    return list(rows.values()), meta
 
 
 def chart(rows: list[Row], meta: Meta) -> Chart:
