@@ -443,6 +443,12 @@ class Reuse(Op):
     result = result(LAID_OUT)
 
 
+class Free(Op):
+    """del buffers no later op uses (Inductor's): freed once no output, view or reuse holds them"""
+
+    buffers = var_args()
+
+
 GRID = tuple_of(INDEX, INDEX, INDEX)
 #: an autotuning candidate: (kernel, {constexprs..., num_warps, num_stages}, grid)
 CANDIDATE = tuple_of(STR, dict_of(STR, INT), GRID)
@@ -528,6 +534,7 @@ add_graph_ops(TRITON, name="wrapper", summary="The host function `call(args)`")
 TRITON.add("assert_size_stride", AssertSizeStride)
 TRITON.add("empty_strided", EmptyStrided)
 TRITON.add("reuse", Reuse)
+TRITON.add("free", Free)
 TRITON.add("launch", Launch, symbol=True, verify=_verify_launch)
 TRITON.add("extern", ExternCall, symbol=True, open_attrs=True, verify=verify_aliases)
 add_memory_ops(TRITON, "torch.as_strided(buffer, sizes, strides, its offset + offset): an alias")

@@ -8,6 +8,9 @@ In place (`in-place`, Inductor's `inplace_buffers`): a node's result of the same
 the buffer of an input that dies at that node, where the node reads it only at the index it
 writes (`analysis.phases.writes_over`), and through no view: peak memory drops by that buffer
 (`benchmarks.models`' ResNet, an inference step on an H200: 211 MiB to 138).
+Free (`free`, Inductor's `del`): after a buffer's last use (an alias's, a reuse's, a collective's
+wait) the wrapper drops its name, so its memory returns to the allocator while the call runs, not
+when it returns; outputs, inputs and constants are never freed.
 A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
 and it never enters the pool itself. A collective is in flight from its start to its wait: its
 inputs live until the wait (for ever when it is not waited for here), and its result's memory
@@ -42,7 +45,7 @@ from mind.dialects.common import (
     converted_graph,
 )
 from mind.dialects.scheduled import Node
-from mind.dialects.triton import Launch
+from mind.dialects.triton import Free, Launch
 from mind.ir.attributes import body_key
 from mind.ir.core import Block, Module, Operation, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
@@ -155,6 +158,11 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
         "a node's result takes over the buffer of an input that dies there, read only where"
         " it is written",
     )
+    free: bool = option(
+        True,
+        "drop each buffer after the last op that uses it (Inductor's del): its memory returns"
+        " to the allocator while the call runs",
+    )
 
     def run_module(self, module: Module) -> Module:
         kernels: list[Operation] = []
@@ -227,6 +235,7 @@ class _WrapperBuilder:
         for value, end in last.items():
             if value not in kept and _pooled(value):
                 dying.setdefault(end, []).append(value)
+        ends = []  # the wrapper's length after each op's translation
         for i, op in enumerate(ops):
             handler = _HANDLERS.get(op.name)
             if handler is None:
@@ -235,7 +244,38 @@ class _WrapperBuilder:
             handler(self, op)
             for value in self.dying:
                 self.release(value)
+            ends.append(len(self.block.ops))
+        if self.options.free:
+            self.free(last, ends, kept)
         return converted_graph(self.graph, "triton.wrapper", self.block, name)
+
+    def free(self, last: dict[Value, int], ends: list[int], kept: set[Value]) -> None:
+        """`triton.free` of each buffer after the last op that uses it, or that a collective in
+        flight or an alias needs it until (`last`: the graph op where each value dies, `ends`:
+        the wrapper's length after each): outputs, constants and inputs excepted, what a
+        collective never waited for here holds, and a collective's start (its wait's result is
+        the memory)."""
+        held = {
+            self.values.get(v)
+            for v, i in last.items()
+            if v in kept or i >= len(ends) or isinstance(v.owner, Start)
+        }
+        dead: dict[Value, int] = {}
+        for value, i in last.items():  # a node updating a buffer in place shares its name
+            mapped = self.values.get(value)
+            if mapped is not None and mapped not in held:
+                dead[mapped] = max(dead.get(mapped, 0), ends[i])
+        ops = list(self.block.ops)
+        for i, op in enumerate(ops):
+            for value in op.operands:
+                if value in dead:
+                    dead[value] = max(dead[value], i + 1)
+        after: dict[int, list[Value]] = {}
+        for value, end in dead.items():
+            if isinstance(value.type, TensorType) and end < len(ops):
+                after.setdefault(end, []).append(value)
+        for end, values in sorted(after.items(), reverse=True):
+            ops[end].parent.insert_before(ops[end], Free.build("triton.free", buffers=values))
 
     def release(self, value: Value) -> None:
         mapped = self.values.get(value)

@@ -89,6 +89,8 @@ class Call:
             if (old.type.shape, old.type.strides) == (t.shape, t.strides):
                 return f"{n(op.result)} = {n(old)}  # reuse"
             return f"{n(op.result)} = reinterpret_tensor({n(old)}, {lit(t.shape)}, {lit(t.strides)}, 0)  # reuse"
+        if kind == "free":
+            return f"del {', '.join(n(b) for b in op.buffers)}"
         if kind == "launch":
             stream = "None" if self.cuda is None else "stream"
             values = [lit(a) for a in op.values]
