@@ -11,6 +11,8 @@ from benchmarks.plot import Bar, Chart
 Row = dict[str, object]
 Meta = dict[str, object]
 FIELDS = ("model", "dtype", "mode", "backend")
+#: why a row that the deadline stopped, or never started, has no numbers
+DEADLINE_REACHED = "the run reached --deadline"
 
 
 def group(row: Row) -> tuple[str, str, str]:
@@ -148,8 +150,8 @@ def write_json(path: str, rows: list[Row], meta: Meta) -> None:
 def read_json(paths: list[str]) -> tuple[list[Row], Meta]:
     """The rows of one or more runs (say, inference and training run separately) and the first
     run's settings, its lists and sizes extended by the others'. A later run's row replaces an
-    earlier one of the same model, dtype, mode and backend: rows measured again (after a fix)
-    update a table."""
+    earlier one of the same model, dtype, mode and backend, unless the deadline stopped it: rows
+    measured again (after a fix) update a table."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     meta = dict(runs[0]["meta"])
     for other in runs[1:]:
@@ -157,7 +159,11 @@ def read_json(paths: list[str]) -> tuple[list[Row], Meta]:
             meta[f"{f}s"] = list(dict.fromkeys([*meta[f"{f}s"], *other["meta"][f"{f}s"]]))
         meta["sizes"] = {**meta["sizes"], **other["meta"]["sizes"]}
         meta["total_s"] = (meta.get("total_s") or 0) + (other["meta"].get("total_s") or 0)
-    rows = {tuple(r[f] for f in FIELDS): r for run in runs for r in run["rows"]}
+    rows: dict[tuple, Row] = {}
+    for r in (r for run in runs for r in run["rows"]):
+        key = tuple(r[f] for f in FIELDS)
+        if key not in rows or not str(r.get("error", "")).endswith(DEADLINE_REACHED):
+            rows[key] = r
     return list(rows.values()), meta
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.common import fresh_caches
+from benchmarks.model_report import DEADLINE_REACHED
 
 if TYPE_CHECKING:
     from benchmarks.model_row import Task
@@ -158,9 +159,9 @@ def run_rows(
             while queue or running:
                 if deadline is not None and time.monotonic() > deadline:
                     for w in running:
-                        done(failed(w.task, "stopped: the run reached --deadline", w.log))
+                        done(failed(w.task, f"stopped: {DEADLINE_REACHED}", w.log))
                     for _, task in queue:
-                        done(failed(task, "not run: the run reached --deadline"))
+                        done(failed(task, f"not run: {DEADLINE_REACHED}"))
                     return
                 while queue and len(running) < jobs:
                     running.append(_start(*queue.popleft(), Path(tmp)))

@@ -167,7 +167,7 @@ def test_from_json_renders_runs_again_together(tmp_path):
     assert "- m bf16 train mind: fallback: mind: graph 'g' runs eagerly: X" in md
 
 
-def test_from_json_a_later_run_replaces_a_row_measured_again(tmp_path):
+def test_from_json_a_later_run_replaces_a_row_it_measured_again(tmp_path):
     meta = {
         "device_name": "cpu", "versions": {"torch": "2"}, "jobs": 1, "sizes": {},
         "models": ["m"], "dtypes": ["fp32"], "modes": ["train"], "backends": ["eager", "mind"],
@@ -178,14 +178,17 @@ def test_from_json_a_later_run_replaces_a_row_measured_again(tmp_path):
         {**base, "backend": "eager", "wall_ms": 2.0},
         {**base, "backend": "mind", "wall_ms": 4.0},
     ]
-    again = [{**base, "backend": "mind", "wall_ms": 1.0}]
+    again = [
+        {**base, "backend": "mind", "wall_ms": 1.0},
+        {**base, "backend": "eager", "error": "not run: the run reached --deadline"},
+    ]
     sources = [tmp_path / "first.json", tmp_path / "again.json"]
     for path, rows in zip(sources, (first, again)):
         path.write_text(json.dumps({"meta": meta, "rows": rows}))
     md_path = tmp_path / "out.md"
     assert models.main(["--from-json", *map(str, sources), "--md", str(md_path)]) == 0
     md = md_path.read_text()
-    assert "| m | fp32 | train | 2.000 | 2.00 |" in md
+    assert "| m | fp32 | train | 2.000 | 2.00 |" in md  # eager's row stands: the deadline came
     assert md.count("| m | fp32 | train | mind |") == 1
 
 
