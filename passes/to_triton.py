@@ -275,7 +275,7 @@ class _WrapperBuilder:
             if isinstance(value.type, TensorType) and end < len(ops):
                 after.setdefault(end, []).append(value)
         for end, values in sorted(after.items(), reverse=True):
-            ops[end].parent.insert_before(ops[end], Free.build("triton.free", buffers=values))
+            self.block.insert_before(ops[end], Free.build("triton.free", buffers=values))
 
     def release(self, value: Value) -> None:
         mapped = self.values.get(value)
