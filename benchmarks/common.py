@@ -47,6 +47,10 @@ def catch_fallbacks(into: list[str]) -> Iterator[None]:
             into.append(line)
 
 
+#: why a row of a model driver that the deadline stopped, or never started, has no numbers
+DEADLINE_REACHED = "the run reached --deadline"
+
+
 def grid(args: argparse.Namespace) -> Iterator[tuple[str, str, str]]:
     """(model, dtype, mode) of a model driver's `--models`, `--dtypes` and `--modes`: by mode,
     then dtype, then model."""

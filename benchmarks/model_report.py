@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from benchmarks.common import DEADLINE_REACHED
 from benchmarks.plot import Bar, Chart
 
 Row = dict[str, object]
 Meta = dict[str, object]
 FIELDS = ("model", "dtype", "mode", "backend")
-#: why a row that the deadline stopped, or never started, has no numbers
-DEADLINE_REACHED = "the run reached --deadline"
 
 
 def group(row: Row) -> tuple[str, str, str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import model_report, plot, workers
-from benchmarks.common import fresh_caches, names_arg
+from benchmarks.common import fresh_caches, grid, names_arg
 from benchmarks.measure import check_graph_kernel_counter, check_kernel_counter
 from benchmarks.model_row import (
     BACKENDS,
@@ -121,9 +121,7 @@ def tasks(args: argparse.Namespace) -> list[Task]:
     comparable rows; within a model, eager first (the others' baseline)."""
     return [
         Task(model, dtype, mode, backend, args.device, args.small)
-        for mode in args.modes
-        for dtype in args.dtypes
-        for model in args.models
+        for model, dtype, mode in grid(args)
         for backend in args.backends
     ]
 

@@ -32,8 +32,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common import fresh_caches
-from benchmarks.model_report import DEADLINE_REACHED
+from benchmarks.common import DEADLINE_REACHED, fresh_caches
 
 if TYPE_CHECKING:
     from benchmarks.model_row import Task

@@ -287,7 +287,7 @@ class _WrapperBuilder:
     def in_place(self, node: Operation, result: Value) -> Value | None:
         """A buffer dying at `node` that `result` may take over (see the module docstring), and
         that the node reads through no alias (a view's element is another program's)."""
-        if not self.options.in_place:
+        if not self.options.in_place or not self.dying:
             return None
         aliased = {b for v in reads(node) for b in _bases(v) if b is not v}
         for value in self.dying:
