@@ -127,7 +127,9 @@ class MindCode(OutputCode):
         """Triton's own cache keeps the kernels."""
 
     def _wrap(self, call: Callable[[list], object], symbol: str, dump: GraphDump) -> Callable:
-        call = FirstCallCheck(call, self._aten_module, symbol, dump, output_strides(call))
+        call = FirstCallCheck(
+            call, self._aten_module, symbol, dump, output_strides(call), self.interpret
+        )
         if self.recording is not None:
             call = recorded(call, symbol, self.options, self.recording)
         return boxed(call)
@@ -178,10 +180,11 @@ def eager_call(aot_gm: torch.fx.GraphModule) -> Callable[[list], object]:
 class FirstCallCheck:
     """Runs the generated `call`; if its first call fails (Triton compiles at first launch), the
     graph falls back to eager for good, its outputs laid out as the compiled graph reported them
-    (`output_strides`: a backward may have been compiled for them). The first call gets a copy of
-    the argument list, so that generated code that frees its inputs cannot take them from the
-    eager rerun. A kernel's failed check (`CheckFailed`, at any call) is no fault of the graph:
-    that call runs eagerly, which raises eager's own error, and the graph stays compiled."""
+    (`output_strides`: a backward may have been compiled for them). A kernel's failed check
+    (`CheckFailed`, at any call of interpreted kernels: on a GPU a failed device assert ends the
+    process) is no fault of the graph: that call runs eagerly, which raises eager's own error,
+    and the graph stays compiled. The generated call takes its argument list (it clears it), so
+    a call that may have to run again eagerly gets a copy: the first, and every interpreted one."""
 
     def __init__(
         self,
@@ -190,14 +193,16 @@ class FirstCallCheck:
         symbol: str,
         dump: GraphDump,
         output_strides: tuple = (),
+        interpreted: bool = False,
     ):
         self.call, self.aten, self.symbol, self.dump = call, aten, symbol, dump
         self.output_strides = output_strides
+        self.interpreted = interpreted
         self.checked = False
 
     def __call__(self, args: list) -> object:
         try:
-            out = self.call(args if self.checked else list(args))
+            out = self.call(args if self.checked and not self.interpreted else list(args))
         except runtime.CheckFailed:
             return laid_out(eager_call(self.aten()), self.output_strides)(args)
         except Exception as exc:

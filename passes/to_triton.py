@@ -10,7 +10,9 @@ writes (`analysis.phases.writes_over`), and through no view: peak memory drops b
 (`benchmarks.models`' ResNet, an inference step on an H200: 211 MiB to 138).
 Free (`free`, Inductor's `del`): after a buffer's last use (an alias's, a reuse's, a collective's
 wait) the wrapper drops its name, so its memory returns to the allocator while the call runs, not
-when it returns; outputs, inputs and constants are never freed.
+when it returns; outputs and constants are never freed. Inputs are freed too: the wrapper takes
+its argument list and clears it (target/wrapper.py), so a backward frees each activation its
+forward saved after its last use, where the caller holds it no more.
 A reinterpret is an alias: its buffer lives as long as it does (forever when it is an output),
 and it never enters the pool itself. A collective is in flight from its start to its wait: its
 inputs live until the wait (for ever when it is not waited for here), and its result's memory
@@ -246,15 +248,15 @@ class _WrapperBuilder:
                 self.release(value)
             ends.append(len(self.block.ops))
         if self.options.free:
-            self.free(last, ends, kept)
+            self.free(last, ends, outputs | constants)
         return converted_graph(self.graph, "triton.wrapper", self.block, name)
 
     def free(self, last: dict[Value, int], ends: list[int], kept: set[Value]) -> None:
         """`triton.free` of each buffer after the last op that uses it, or that a collective in
         flight or an alias needs it until (`last`: the graph op where each value dies, `ends`:
-        the wrapper's length after each): outputs, constants and inputs excepted, what a
-        collective never waited for here holds, and a collective's start (its wait's result is
-        the memory)."""
+        the wrapper's length after each): outputs and constants excepted, what a collective
+        never waited for here holds, and a collective's start (its wait's result is the
+        memory)."""
         held = {
             self.values.get(v)
             for v, i in last.items()

@@ -1,5 +1,6 @@
 """The host wrapper of a triton-dialect module as a Python function, laid out like Inductor's
-`call(args)`: bind the symbolic sizes, make the graph's device current and read its stream
+`call(args)`: take the arguments (the list is cleared, as Inductor's wrapper clears it: an input
+the caller holds no more is freed after its last use), bind the symbolic sizes, make the graph's device current and read its stream
 (CUDA), allocate or reuse buffers, launch, call ATen, return. What does not change between calls
 is bound at load (bindings.py), under names the wrapper uses.
 
@@ -151,8 +152,9 @@ def emit_wrapper(op: Operation, host: Host) -> str:
     call = Call(host, n, _cuda_index(op))
     args = [n(a) for a in op.body.args]
     lines = [f"def {op.symbol}(args):"]
-    if args:
+    if args:  # the call takes its arguments: what the caller drops is freed after its last use
         lines.append(f"    {', '.join(args)}{',' if len(args) == 1 else ''} = args")
+        lines.append("    args.clear()")
     lines += ["    " + line for line in call.bind_symbols(op.body.args)]
     body = [line for inner in op.body.ops for line in call.lines(inner)]
     if call.cuda is not None:

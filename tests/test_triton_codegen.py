@@ -3,6 +3,7 @@ hand-written scheduled graphs -> triton IR (which must print, parse and print id
 Python source -> run, compared with eager PyTorch."""
 
 import os
+import weakref
 
 import pytest
 import torch
@@ -354,6 +355,27 @@ def test_extern_and_buffer_reuse(pipeline, taken):
     x = torch.randn(256)
     torch.testing.assert_close(mod.call([x])[0], torch.cumsum(x.exp(), 0) * 2)
 
+
+
+def test_an_input_the_caller_dropped_is_freed_after_its_last_use():
+    """`call` takes its argument list (it clears it), and frees each input after its last use:
+    a backward's saved activations go as it runs, not when it returns."""
+    _, mod = compile_graph(CHAIN)
+    x = torch.randn(256)
+    want = torch.cumsum(x.exp(), 0) * 2
+    alive = weakref.ref(x)
+    args = [x]
+    del x
+    seen = []
+    launch = mod.triton_poi_fused_mul_1_launch  # after the input's last use (the exp)
+
+    def observed(*a):
+        seen.append(alive() is None)
+        launch(*a)
+
+    mod.triton_poi_fused_mul_1_launch = observed
+    torch.testing.assert_close(mod.call(args)[0], want)
+    assert args == [] and seen == [True]
 
 def test_online_softmax_needs_the_same_value():
     # the sum reads the row reversed: the same sum, but not structurally the max's input
