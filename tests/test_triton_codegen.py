@@ -356,7 +356,6 @@ def test_extern_and_buffer_reuse(pipeline, taken):
     torch.testing.assert_close(mod.call([x])[0], torch.cumsum(x.exp(), 0) * 2)
 
 
-
 def test_an_input_the_caller_dropped_is_freed_after_its_last_use():
     """`call` takes its argument list (it clears it), and frees each input after its last use:
     a backward's saved activations go as it runs, not when it returns."""
@@ -376,6 +375,7 @@ def test_an_input_the_caller_dropped_is_freed_after_its_last_use():
     mod.triton_poi_fused_mul_1_launch = observed
     torch.testing.assert_close(mod.call(args)[0], want)
     assert args == [] and seen == [True]
+
 
 def test_online_softmax_needs_the_same_value():
     # the sum reads the row reversed: the same sum, but not structurally the max's input
