@@ -1,10 +1,11 @@
 """Autotuning's candidates (`to-triton{autotune=true}`, mode="max-autotune"): a plan of one
 kernel lists, on its launch, other ways to run it, which the runtime benchmarks at load and
-caches (runtime/autotune.py): its kernel with the other configs its strategy proposes that keep
-the kernel's source (the same groups, masks and index width), and for a reduction the other way
-to compute it, with its configs too: a looped kernel for a persistent one, and a persistent one
-for a looped row of at most PERSISTENT_TUNE_MAX elements. Symbolic sizes are not tuned:
-candidates launch over fixed grids.
+caches (runtime/autotune.py): the other configs its strategy proposes, and for a reduction the
+other way to compute it, with its configs too: a looped kernel for a persistent one, and a
+persistent one for a looped row of at most PERSISTENT_TUNE_MAX elements. A config that changes
+the kernel's source (its masks, index width or groups: a block that divides a size needs no mask
+where a larger one does) gets a kernel of its own, compiled and timed like the others. Symbolic
+sizes are not tuned: candidates launch over fixed grids.
 """
 
 from __future__ import annotations
@@ -35,21 +36,26 @@ def with_candidates(
     buffers: Mapping[Value, Value],
     index: int,
 ) -> KernelPlan:
-    """`plan` with its launch's candidates, and the kernels they add."""
+    """`plan` with its launch's candidates, and the kernels they add: per strategy (the plan's,
+    then its alternatives), a kernel for each source its configs need, the first named as the
+    strategy names it and the others `_v1`, `_v2`, ..."""
     static = all(isinstance(s, int) for sizes in node.sizes for s in sizes)
     if len(plan.launches) != 1 or len(plan.kernels) != 1 or not static:
         return plan
     (launch,), kernels = plan.launches, list(plan.kernels)
-    candidates = _configs(strategy, node, options, kernels[0].symbol)
-    for other in _alternatives(strategy, node):
-        alternative = other.plan(node, options, buffers, index)  # named by its own prefix
-        if len(alternative.kernels) != 1:
-            continue
-        kernel, (alt_launch,) = alternative.kernels[0], alternative.launches
-        config = describe(other.tiling(node, options).config)
-        kernels.append(kernel)
-        candidates += [(kernel.symbol, config, alt_launch.grid)]
-        candidates += _configs(other, node, options, kernel.symbol)
+    candidates = []
+    for other in [strategy, *_alternatives(strategy, node)]:
+        for k, tilings in enumerate(_by_source(other, node, options)):
+            if other is strategy and k == 0:  # the plan's own kernel; its config is the launch's
+                kernel, tilings = kernels[0], tilings[1:]
+            else:
+                suffix = f"_v{k}" if k else ""
+                variant = other.plan(node, options, buffers, index, tilings[0], suffix)
+                if len(variant.kernels) != 1 or variant.launches[0].args != launch.args:
+                    continue
+                kernel = variant.kernels[0]
+                kernels.append(kernel)
+            candidates += [(kernel.symbol, describe(t.config), other.grid(t)) for t in tilings]
     launch = dataclasses.replace(launch, candidates=tuple(candidates))
     return KernelPlan(kernels, [launch])
 
@@ -59,17 +65,19 @@ def describe(config: LaunchConfig) -> dict[str, int]:
     return {**config.blocks, "num_warps": config.num_warps, "num_stages": config.num_stages}
 
 
-def _configs(strategy: Strategy, node: Node, options: Options, kernel: str) -> list[tuple]:
-    """The strategy's other configs for its kernel of `node` that keep the kernel's source."""
+def _by_source(strategy: Strategy, node: Node, options: Options) -> list[list[Tiling]]:
+    """The strategy's tilings of `node` (its own first, then its candidates, each config once),
+    grouped by the kernel source they need (`_shape`), in order of first appearance."""
     base = strategy.tiling(node, options)
-    seen = [base.config]
-    found = []
-    for tiling in strategy.candidates(node, options, base):
-        if tiling.config in seen or _shape(tiling) != _shape(base):
-            continue
-        seen.append(tiling.config)
-        found.append((kernel, describe(tiling.config), strategy.grid(tiling)))
-    return found
+    groups: dict[tuple, list[Tiling]] = {}
+    seen = set()
+    for tiling in [base, *strategy.candidates(node, options, base)]:
+        config = describe(tiling.config)
+        key = tuple(config.items())
+        if key not in seen:
+            seen.add(key)
+            groups.setdefault(_shape(tiling), []).append(tiling)
+    return list(groups.values())
 
 
 def _shape(tiling: Tiling) -> tuple:

@@ -97,12 +97,15 @@ class Strategy:
         options: Options,
         buffers: Mapping[Value, Value],
         index: int,
+        tiling: Tiling | None = None,
+        suffix: str = "",
     ) -> KernelPlan:
-        """One kernel, launched once over the grid its tiling gives (none for an empty node)."""
-        tiling = self.tiling(node, options)
+        """One kernel, launched once over the grid its tiling gives (none for an empty node):
+        the strategy's tiling, or `tiling` (autotuning's variant, its name ending in `suffix`)."""
+        tiling = tiling or self.tiling(node, options)
         if any(g.numel == 0 for g in tiling.groups if g.pid_axis is not None):
             return KernelPlan()  # nothing to compute: the (empty) buffers are all there is
-        name = kernel_name(self.prefix, node.origins or [], index)
+        name = kernel_name(self.prefix, node.origins or [], index) + suffix
         builder = KernelBuilder(node, tiling, self.name, name, buffers)
         kernel = builder.build(self)
         return KernelPlan([kernel], [Launch(name, builder.launch_args, self.grid(tiling))])

@@ -91,6 +91,32 @@ def test_the_fastest_candidate_wins_and_is_recorded(timer, tmp_path):
     assert record["ms"][:3] == [3.0, 4.0, 1.0]
 
 
+#: column sums of 392 rows: the heuristic masks the rows, Inductor's 64 x 8 does not (8 | 392)
+COLUMN_SUMS = """scheduled.graph @column_sums(%arg0_1: f32[392, 8][8, 1]cpu) {
+  %buf0 = scheduled.node @op0 {sizes = ([8], [392]), device = cpu, origins = ["sum"], writes = [(%buf0, c0, {c0: 8})], met = [], unmet = []} : f32[8][1]cpu {
+    %0 = scheduled.load(%arg0_1, p0 + 8*p1) : f32
+    %1 = scheduled.reduction(%0) {reduction_type = "sum"} : f32
+    scheduled.store(%buf0, p0, %1)
+  }
+  scheduled.output(%buf0)
+}
+"""
+
+
+def test_a_candidate_with_a_kernel_of_its_own_can_win(timer, tmp_path):
+    """A config that needs another source (no row mask) runs its own kernel, `_v1`."""
+    module = run_pipeline(parse(COLUMN_SUMS), "to-triton{autotune=true}")
+    (launch,) = [op for op in module.ops[-1].body.ops if op.name == "triton.launch"]
+    names = [kernel for kernel, _, _ in launch.candidates]
+    assert "triton_red_fused_sum_0_v1" in names
+    timer.times = [5.0] * (1 + names.index("triton_red_fused_sum_0_v1")) + [1.0]
+    tuned = load(emit(module), "column_sums", interpret=True)
+    x = torch.randn(392, 8)
+    torch.testing.assert_close(tuned.call([x])[0], x.sum(0))
+    (path,) = records(tmp_path)
+    assert json.loads(path.read_text())["winner"].startswith("triton_red_fused_sum_0_v1(")
+
+
 def test_a_recorded_winner_is_used_without_timing(timer, tmp_path, monkeypatch):
     timer.times = [3.0, 1.0]
     source, _ = tuned_seed()
