@@ -16,8 +16,9 @@ argument), so a recording holds the value it was recorded with: the caller keys 
 those values as by shapes (mind/compiled.py).
 
 Outputs, the rule: an output a caller still holds is never overwritten. Each replay hands out
-fresh tensors over the recording's output memory; while any of them (or a view of one) is alive,
-that recording is busy, and a call replays another recording of the same shape, recording one
+the same tensors, those the capture wrote (so a call makes and frees no tensor per output, as
+Inductor's cudagraph trees reuse theirs); while a caller holds any of them, or a view or alias of
+one (a gradient autograd stored, an activation saved for the backward), that recording is busy, and a call replays another recording of the same shape, recording one
 if there are fewer than `max_recordings`. Holding the outputs of several calls at once therefore
 costs the memory of several recordings, and holding more than `max_recordings` at once runs that
 call without CUDA graphs. An output that is an input (or a view of one) is that input.
@@ -29,6 +30,9 @@ shapes past `max_shapes`.
 
 from __future__ import annotations
 
+import operator
+import sys
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -99,17 +103,36 @@ class Recording:
     #: per input, the data pointer the recording is bound to (None where it copies)
     pointers: list[int | None]
     bound: list[int]
-    #: per output: ("out", tensor, size, stride) or ("input", index, size, stride, offset)
+    #: per output: ("out", value), a tensor the recording writes (or a value that is no
+    #: tensor), or ("input", index, size, stride, offset), a view of an input
     outputs: list[tuple]
+    #: the tensors the recording writes: every replay hands out these same tensors, so that no
+    #: tensor is made (or freed) per output and call (Inductor's cudagraph trees do the same)
+    tensors: list[torch.Tensor] = field(default_factory=list)
     storages: list[StorageWeakRef] = field(default_factory=list)
+    #: what holds `tensors` and their storages while no caller does (`_holders`)
     baseline: list[int] = field(default_factory=list)
+
+    def settle(self) -> None:
+        """Take the recording's output tensors as its own, once the capture let go of them:
+        torch is told that the recording holds a reference to each (`_add_cached_tensor`), so
+        that autograd still takes a gradient over without a copy, and what holds them now is
+        the baseline `busy` compares with."""
+        self.tensors = [s[1] for s in self.outputs if s[0] == "out" and _is_tensor(s[1])]
+        self.storages = [StorageWeakRef(t.untyped_storage()) for t in self.tensors]
+        _cache(self.tensors)
+        weakref.finalize(self, _uncache, list(self.tensors))
+        self.baseline = self._holders()  # (no name here may hold a tensor: it would count)
+
+    def _holders(self) -> list[int]:
+        """References to each output tensor (Python's and C++'s), and to each one's storage
+        (a view, an alias autograd made of it)."""
+        tensors = [sys.getrefcount(t) + t._use_count() for t in self.tensors]
+        return tensors + [torch._C._storage_Use_Count(ref.cdata) for ref in self.storages]
 
     def busy(self) -> bool:
         """Whether a caller still holds an output (or a view of one) of the last replay."""
-        return any(
-            torch._C._storage_Use_Count(ref.cdata) > count
-            for ref, count in zip(self.storages, self.baseline)
-        )
+        return any(map(operator.gt, self._holders(), self.baseline))
 
     def matches(self, args: list) -> bool:
         return torch._C._tensors_data_ptrs_at_indices_equal(args, self.pointers, self.bound)
@@ -127,15 +150,35 @@ class Recording:
             torch._foreach_copy_(
                 [sources[k] for k in self.written], [self.targets[k] for k in self.written]
             )
+        for t in self.tensors:  # a hook a caller left on a tensor it dropped goes with it
+            if t._backward_hooks is not None:
+                t._backward_hooks = None
         return [_output(spec, args) for spec in self.outputs]
 
 
 def _output(spec: tuple, args: list):
     if spec[0] == "out":
-        _, tensor, size, stride = spec
-        return reinterpret_tensor(tensor, size, stride, 0) if size is not None else tensor
+        return spec[1]
     _, index, size, stride, offset = spec
     return reinterpret_tensor(args[index], size, stride, offset)
+
+
+def _is_tensor(value) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _cache(tensors: list[torch.Tensor]) -> None:
+    torch._C._set_cached_tensors_enabled(True)
+    for t in tensors:
+        torch._C._add_cached_tensor(t)
+
+
+def _uncache(tensors: list[torch.Tensor]) -> None:
+    """Drop what `Recording.settle` told torch. Inductor's reset turns torch's record of cached
+    tensors off for the process (and removing one then fails): turned on again."""
+    torch._C._set_cached_tensors_enabled(True)
+    for t in tensors:
+        torch._C._remove_cached_tensor(t)
 
 
 class CudaGraphs:
@@ -225,11 +268,9 @@ class CudaGraphs:
         targets = [_flat(captured[i]) for i in copied]
         written = [k for k, i in enumerate(copied) if i in self.overwritten]
         recording = Recording(graph, targets, copied, written, pointers, bound, specs)
-        owned = [o for o, spec in zip(outputs, specs) if spec[0] == "out" and spec[2] is not None]
-        recording.storages = [StorageWeakRef(out.untyped_storage()) for out in owned]
-        _stay_put(owned + [args[i] for i in bound])
-        del outputs, owned
-        recording.baseline = [torch._C._storage_Use_Count(ref.cdata) for ref in recording.storages]
+        del outputs
+        recording.settle()
+        _stay_put(recording.tensors + [args[i] for i in bound])
         recordings.append(recording)
         count("record")
         return recording.replay(args)
@@ -245,13 +286,13 @@ def _output_spec(out, captured: list) -> tuple:
     """How a replay returns this output: a fresh tensor over the recording's memory, or a view
     of the input it aliases (the caller's own tensor, not the recording's copy of it)."""
     if not isinstance(out, torch.Tensor):
-        return ("out", out, None, None)
+        return ("out", out)
     storage = out.untyped_storage().data_ptr()
     for i, arg in enumerate(captured):
         if isinstance(arg, torch.Tensor) and arg.untyped_storage().data_ptr() == storage:
             offset = out.storage_offset() - arg.storage_offset()
             return ("input", i, tuple(out.shape), tuple(out.stride()), offset)
-    return ("out", out, tuple(out.shape), tuple(out.stride()))
+    return ("out", out)
 
 
 def is_cpu_scalar(arg) -> bool:

@@ -324,3 +324,33 @@ def test_output_that_is_an_input_is_the_callers_tensor(replays):
         a, b = compiled(x, y)
         assert a.data_ptr() == x.data_ptr()
         torch.testing.assert_close(b, y * 2)
+
+
+def test_replays_hand_out_the_recordings_tensors_and_autograd_takes_gradients_over(monkeypatch):
+    """A replay hands out the tensors the capture wrote (no tensor is made per output and
+    call), and autograd takes a gradient over as the parameter's `.grad`, with no copy: the
+    recording's memory, which the next step's backward replays into once the loop dropped it."""
+    recordings = []
+    settle = cudagraphs.Recording.settle
+    monkeypatch.setattr(
+        cudagraphs.Recording, "settle", lambda self: settle(recordings.append(self) or self)
+    )
+    model = torch.nn.Linear(64, 64, device="cuda")
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="mind", mode="reduce-overhead")
+    x = torch.randn(8, 64, device="cuda")
+    with no_fallback():
+        for step in range(5):
+            model.zero_grad(set_to_none=True)
+            reference.zero_grad(set_to_none=True)
+            out = compiled(x)
+            handed = any(out is t for r in recordings for t in r.tensors)
+            assert handed == (step >= 1), step  # step 0 warms up
+            (out * out).sum().backward()
+            (reference(x) ** 2).sum().backward()
+            for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+            del out
+    memory = {t.untyped_storage().data_ptr() for r in recordings for t in r.tensors}
+    assert {p.grad.untyped_storage().data_ptr() for p in model.parameters()} <= memory
+    assert dict(counters["mind_cudagraphs"]) == {"warm-up": 2, "record": 2, "replay": 6}
