@@ -18,8 +18,9 @@ those values as by shapes (mind/compiled.py).
 Outputs, the rule: an output a caller still holds is never overwritten. Each replay hands out
 the same tensors, those the capture wrote (so a call makes and frees no tensor per output, as
 Inductor's cudagraph trees reuse theirs); while a caller holds any of them, or a view or alias of
-one (a gradient autograd stored, an activation saved for the backward), that recording is busy, and a call replays another recording of the same shape, recording one
-if there are fewer than `max_recordings`. Holding the outputs of several calls at once therefore
+one (a gradient autograd stored, an activation saved for the backward), that recording is busy,
+and a call replays another recording of the same shape, recording one if there are fewer than
+`max_recordings`. Holding the outputs of several calls at once therefore
 costs the memory of several recordings, and holding more than `max_recordings` at once runs that
 call without CUDA graphs. An output that is an input (or a view of one) is that input.
 
@@ -118,7 +119,11 @@ class Recording:
         torch is told that the recording holds a reference to each (`_add_cached_tensor`), so
         that autograd still takes a gradient over without a copy, and what holds them now is
         the baseline `busy` compares with."""
-        self.tensors = [s[1] for s in self.outputs if s[0] == "out" and _is_tensor(s[1])]
+        self.tensors = [
+            spec[1]
+            for spec in self.outputs
+            if spec[0] == "out" and isinstance(spec[1], torch.Tensor)
+        ]
         self.storages = [StorageWeakRef(t.untyped_storage()) for t in self.tensors]
         _cache(self.tensors)
         weakref.finalize(self, _uncache, list(self.tensors))
@@ -161,10 +166,6 @@ def _output(spec: tuple, args: list):
         return spec[1]
     _, index, size, stride, offset = spec
     return reinterpret_tensor(args[index], size, stride, offset)
-
-
-def _is_tensor(value) -> bool:
-    return isinstance(value, torch.Tensor)
 
 
 def _cache(tensors: list[torch.Tensor]) -> None:
@@ -283,8 +284,8 @@ class CudaGraphs:
 
 
 def _output_spec(out, captured: list) -> tuple:
-    """How a replay returns this output: a fresh tensor over the recording's memory, or a view
-    of the input it aliases (the caller's own tensor, not the recording's copy of it)."""
+    """How a replay returns this output: the tensor the capture wrote, or a view of the input
+    it aliases (the caller's own tensor, not the recording's copy of it)."""
     if not isinstance(out, torch.Tensor):
         return ("out", out)
     storage = out.untyped_storage().data_ptr()
