@@ -104,17 +104,19 @@ def device_events(fn: Callable[[], object], device: str, calls: int = 1) -> list
     ]
 
 
-def peak_mib(fn: Callable[[], object], device: str) -> float | None:
-    """MiB of device memory allocated at the most during one call (torch's caching allocator's
-    high-water mark: weights, inputs and CUDA-graph pools the process holds included), None off
-    CUDA."""
+def memory_mib(fn: Callable[[], object], device: str) -> tuple[float, float] | None:
+    """MiB of device memory at the most during one call, None off CUDA: allocated (torch's
+    caching allocator's high-water mark of live tensors: weights, inputs, and what tensors alive
+    in CUDA-graph pools hold), and reserved (what the allocator holds from the device: its cache
+    and every CUDA-graph pool, whether or not a live tensor counts it)."""
     if not device.startswith("cuda"):
         return None
     sync(device)
     torch.cuda.reset_peak_memory_stats(device)
     fn()
     sync(device)
-    return torch.cuda.max_memory_allocated(device) / 2**20
+    allocated = torch.cuda.max_memory_allocated(device) / 2**20
+    return allocated, torch.cuda.max_memory_reserved(device) / 2**20
 
 
 def check_kernel_counter(device: str) -> dict[str, object]:

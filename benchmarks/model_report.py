@@ -62,6 +62,7 @@ COLUMNS = (
     ("host ms", lambda r: _num(r.get("host_ms"), ".3f")),
     ("kernels", lambda r: _num(r.get("kernels"), "d")),
     ("peak MiB", lambda r: _num(r.get("peak_mib"), ".0f")),
+    ("reserved MiB", lambda r: _num(r.get("reserved_mib"), ".0f")),
     ("first call s", lambda r: _num(r.get("first_s"), ".1f")),
     ("out err", lambda r: _num(r.get("out_rel"), ".1e")),
     ("grad err", lambda r: _num(r.get("grad_rel"), ".1e")),

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from benchmarks.common import catch_fallbacks, describe
-from benchmarks.measure import kernel_stats, max_error, peak_mib, rms, rms_error, sync, wall_ms
+from benchmarks.measure import kernel_stats, max_error, memory_mib, rms, rms_error, sync, wall_ms
 from benchmarks.zoo import MODELS, make
 
 # A step's output ("output") and its parameters' gradients ("grad <name>"), copied (`snapshot`).
@@ -349,7 +349,9 @@ def measure(task: Task, lock, row: dict[str, object]) -> None:
         if stats is not None:
             row["kernels"], row["gpu_ms"] = stats
             row["host_ms"] = row["wall_ms"] - row["gpu_ms"]
-        row["peak_mib"] = peak_mib(step, task.device)
+        memory = memory_mib(step, task.device)
+        if memory is not None:
+            row["peak_mib"], row["reserved_mib"] = memory
     if BACKENDS[task.backend] is not None:  # how mind's CUDA graphs served the row's calls
         row["cudagraphs"] = dict(torch._dynamo.utils.counters["mind_cudagraphs"])
 
