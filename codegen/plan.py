@@ -102,7 +102,7 @@ class Strategy:
     ) -> KernelPlan:
         """One kernel, launched once over the grid its tiling gives (none for an empty node):
         the strategy's tiling, or `tiling` (autotuning's variant, its name ending in `suffix`)."""
-        tiling = tiling or self.tiling(node, options)
+        tiling = self.tiling(node, options) if tiling is None else tiling
         if any(g.numel == 0 for g in tiling.groups if g.pid_axis is not None):
             return KernelPlan()  # nothing to compute: the (empty) buffers are all there is
         name = kernel_name(self.prefix, node.origins or [], index) + suffix

@@ -11,9 +11,9 @@ are read where they are, so the recording is bound to their addresses (and holds
 to them: it replays only for callers that pass tensors at those addresses); every other input
 is copied into storage the recording owns before each replay, all in one `_foreach_copy_` (and
 back after it, where the graph overwrites the input). A call whose bound inputs moved uses
-another recording of the same shape, or records one. A 0-d CPU tensor is read by value (kernels take it as a scalar
-argument), so a recording holds the value it was recorded with: the caller keys recordings by
-those values as by shapes (mind/compiled.py).
+another recording of the same shape, or records one. A 0-d CPU tensor is read by value
+(kernels take it as a scalar argument), so a recording holds the value it was recorded with: the
+caller keys recordings by those values as by shapes (mind/compiled.py).
 
 Outputs, the rule: an output a caller still holds is never overwritten. Each replay hands out
 the same tensors, those the capture wrote (so a call makes and frees no tensor per output, as

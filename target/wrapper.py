@@ -1,8 +1,8 @@
 """The host wrapper of a triton-dialect module as a Python function, laid out like Inductor's
 `call(args)`: take the arguments (the list is cleared, as Inductor's wrapper clears it: an input
 the caller holds no more is freed after its last use), bind the symbolic sizes, make the graph's
-device current and read its stream (CUDA), allocate or reuse buffers, launch, call ATen, return. What does not change between calls
-is bound at load (bindings.py), under names the wrapper uses.
+device current and read its stream (CUDA), allocate or reuse buffers, launch, call ATen, return.
+What does not change between calls is bound at load (bindings.py), under names the wrapper uses.
 
 Symbolic sizes: `call` first binds each size symbol by name from its inputs (a `sym(s0)` input
 is the value; otherwise a tensor input's size or stride), so sizes, strides, grids and launch
