@@ -151,3 +151,17 @@ def test_submitted_kernels_compile_while_the_loader_goes_on(tmp_path, pool, monk
     handed = []
     batch.wait(compiled=handed.append)
     assert batch.here == 0 and sorted(b.name for b in handed) == ["scale0", "scale1", "scale2"]
+
+
+@pytest.mark.parametrize(
+    ("cpus", "setting", "expected"), [(16, None, 15), (2, None, 1), (64, None, 32), (16, "3", 3)]
+)
+def test_workers_default_to_every_cpu_but_the_loaders(monkeypatch, cpus, setting, expected):
+    """One worker per CPU the process may run on, but one for the loader (which compiles too),
+    at most 32 (Inductor's limit); `MIND_COMPILE_WORKERS` overrides."""
+    monkeypatch.setattr(compile_pool, "_cpus", lambda: cpus)
+    if setting is None:
+        monkeypatch.delenv("MIND_COMPILE_WORKERS", raising=False)
+    else:
+        monkeypatch.setenv("MIND_COMPILE_WORKERS", setting)
+    assert compile_pool.workers() == expected

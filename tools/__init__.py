@@ -16,8 +16,8 @@ ENVIRONMENT = {
     "MIND_PIPELINE": "the backend's passes from aten IR to triton IR (a bad one is an error)",
     "MIND_CACHE_DIR": "the module and graph caches, and the reproducers of graphs that fell back "
     "(default ~/.cache/mind)",
-    "MIND_COMPILE_WORKERS": "processes compiling Triton kernels (default: half the CPUs, at most "
-    "8; 0 or 1 compiles in the loading process)",
+    "MIND_COMPILE_WORKERS": "processes compiling Triton kernels (default: one per CPU but one, at "
+    "most 32; 0 or 1 compiles in the loading process)",
     "MIND_STATIC_LAUNCHER": "0: launch kernels through Triton's launcher, not torch's C++ one "
     "(Inductor's static CUDA launcher, the default)",
     "MIND_TRACEBACK": "mind-opt and mind-translate print an internal error (a bug in mind) with "
