@@ -28,6 +28,7 @@ while a module's kernels compile joins in, and until then the loader does not wa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import linecache
 import os
@@ -218,6 +219,7 @@ class Pool:
 
     def target(self, device: Any) -> Any:
         if device not in self._targets:
+            _preparing().join()  # (Triton's driver, made there: not made twice at once)
             self._targets[device] = target_of(device)
         return self._targets[device]
 
@@ -272,18 +274,30 @@ def pool() -> Pool | None:
 
 
 def start() -> None:
-    """Start the workers early, in the background; meanwhile this process computes what its
-    own first compile needs (Triton's cache key, a hash of Triton's install: half a second), in
-    a thread, once."""
+    """Start the workers early, in the background; meanwhile this process prepares what its own
+    first compile needs, in a thread, once (`_preparing`)."""
     if pool() is not None:
-        _warm_up_here()
+        _preparing()
 
 
 @functools.cache
-def _warm_up_here() -> None:
+def _preparing() -> threading.Thread:
+    thread = threading.Thread(target=_prepare, daemon=True)
+    thread.start()
+    return thread
+
+
+def _prepare() -> None:
+    """Triton's cache key (a hash of Triton's install: half a second) and its GPU driver, whose
+    first use builds its C utilities (a C compiler's run: 0.4 s of an H200 host's first call,
+    with an empty Triton cache, else a load), both while Dynamo, AOTAutograd and the passes run,
+    not on the first call's path (where the first target is asked for)."""
+    from triton.runtime import driver
     from triton.runtime.cache import triton_key
 
-    threading.Thread(target=triton_key, daemon=True).start()
+    triton_key()
+    with contextlib.suppress(Exception):  # no GPU driver: what needs one says so itself
+        driver.active.utils  # noqa: B018 (the first use makes it)
 
 
 def submit(module: str, source: str, filename: str, bindings: list[Binding]) -> Batch:

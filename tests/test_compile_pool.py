@@ -165,3 +165,22 @@ def test_workers_default_to_every_cpu_but_the_loaders(monkeypatch, cpus, setting
     else:
         monkeypatch.setenv("MIND_COMPILE_WORKERS", setting)
     assert compile_pool.workers() == expected
+
+
+def test_the_first_target_waits_for_the_drivers_preparation(monkeypatch):
+    """Triton's driver is made in a thread while the first graph compiles (its first use builds
+    C utilities); the loader's first target waits for that thread, so the driver is never made
+    twice at once."""
+    prepared = threading.Event()
+
+    def prepare():
+        time.sleep(0.2)
+        prepared.set()
+
+    monkeypatch.setattr(compile_pool, "_prepare", prepare)
+    monkeypatch.setattr(compile_pool, "target_of", lambda device: prepared.is_set() and H100)
+    compile_pool._preparing.cache_clear()
+    try:
+        assert compile_pool.Pool(0).target("cuda:0") == H100
+    finally:
+        compile_pool._preparing.cache_clear()
