@@ -108,10 +108,13 @@ def memory_mib(fn: Callable[[], object], device: str) -> tuple[float, float] | N
     """MiB of device memory at the most during one call, None off CUDA: allocated (torch's
     caching allocator's high-water mark of live tensors: weights, inputs, and what tensors alive
     in CUDA-graph pools hold), and reserved (what the allocator holds from the device: its cache
-    and every CUDA-graph pool, whether or not a live tensor counts it)."""
+    and every CUDA-graph pool, whether or not a live tensor counts it). The cache that earlier
+    work left (the row's fp64 reference step: a gigabyte of GPT-2's) is let go first, or it would
+    be every row's reserved figure."""
     if not device.startswith("cuda"):
         return None
     sync(device)
+    torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
     fn()
     sync(device)

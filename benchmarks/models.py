@@ -61,7 +61,8 @@ NOTES = (
     " where live tensors hold it: Inductor's cudagraph trees rebuild their outputs from data"
     " pointers, so none of theirs counts.",
     "reserved MiB: the device memory torch's caching allocator holds at the most during one call"
-    " (torch.cuda.max_memory_reserved): its cache and every CUDA-graph pool, whoever holds it.",
+    " (torch.cuda.max_memory_reserved), its cache emptied before the call: the call's cache and"
+    " every CUDA-graph pool, whoever holds it.",
     "first call s: from torch.compile to the synchronized end of the first call (a training step:"
     " forward and backward compile), after torch._dynamo.reset(), with empty on-disk caches of"
     " its own (Inductor, Triton, mind), in a process that compiled a throwaway Linear first so"

@@ -81,12 +81,14 @@ def test_dynamic_sizes(name):
 
 def test_peak_memory_counts_what_a_call_allocates_on_top_of_what_is_held():
     """`benchmarks.measure.memory_mib`, the models table's figures: what the process holds (a
-    32 MiB tensor among it) and the 64 MiB a call makes; the allocator reserves at least that."""
+    32 MiB tensor among it) and the 64 MiB a call makes; the allocator reserves at least that,
+    and not the cache that earlier work left."""
     from benchmarks.measure import memory_mib
 
     held = torch.empty(8 << 20, device="cuda")  # 32 MiB
+    torch.empty(256 << 20, device="cuda")  # 1 GiB, freed at once: cached, not the call's
     before = torch.cuda.memory_allocated() / 2**20
     peak, reserved = memory_mib(lambda: torch.empty(16 << 20, device="cuda"), "cuda")
     assert peak == pytest.approx(before + 64, abs=1)
-    assert reserved >= peak
+    assert peak <= reserved < peak + 512
     assert memory_mib(lambda: held, "cpu") is None
