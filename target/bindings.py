@@ -37,6 +37,15 @@ CPU = Device("cpu")
 #: `operator.ge`), as an `aten.call` names them (mind.dialects.pyobjects.ALLOWED_ROOTS); any
 #: other extern symbol is an op name under `torch.ops` (`aten.mm.default`)
 PYTHON_ROOTS = ("torch", "operator", "math", "builtins")
+#: the library calls of `loops.extern` (matmuls, convolutions), by their public bindings, as
+#: Inductor's extern kernels call them: the same overload with the same arguments, parsed by
+#: torch's generated argument parser instead of an OpOverload's boxed call through the
+#: operator's schema (1-4 us less a call on a CPU: a ResNet's 11 convolutions, a transformer
+#: step's dozens of matmuls)
+PUBLIC_BINDINGS = {
+    f"aten.{name}.default": f"torch.{name}"
+    for name in ("mm", "bmm", "addmm", "baddbmm", "convolution")
+}
 #: the signature placeholder of a parameter passed by value, by its dtype's kind (see BY_VALUE in
 #: codegen/kernel.py): a value Triton types as that parameter's type
 PLACEHOLDERS = {"f": "F32", "i": "I64", "b": "I1"}
@@ -177,7 +186,10 @@ class Host:
             name = self.names.fresh(op.symbol.replace(".", "_"))
             self.externs[op.symbol] = name
             root = op.symbol.split(".", 1)[0]
-            if root not in PYTHON_ROOTS:  # an op name: `aten.mm.default`
+            if op.symbol in PUBLIC_BINDINGS:
+                self.lines.append(f"{name} = {PUBLIC_BINDINGS[op.symbol]}")
+                return
+            if root not in PYTHON_ROOTS:  # an op name: `aten.clone.default`
                 self.lines.append(f"{name} = torch.ops.{op.symbol}")
                 return
             if root not in self.imported:  # a callable by its path: `operator.ge` on sizes
