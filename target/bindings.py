@@ -35,7 +35,7 @@ from .pyexpr import is_dotted, py_literal, torch_dtype
 CPU = Device("cpu")
 #: the modules an extern's callable may come from by its path (`torch.ops.prims.x.default`,
 #: `operator.ge`), as an `aten.call` names them (mind.dialects.pyobjects.ALLOWED_ROOTS); any
-#: other extern symbol is an op name under `torch.ops` (`aten.mm.default`)
+#: other extern symbol is an op name under `torch.ops` (`aten.clone.default`)
 PYTHON_ROOTS = ("torch", "operator", "math", "builtins")
 #: the library calls of `loops.extern` (matmuls, convolutions), by their public bindings, as
 #: Inductor's extern kernels call them: the same overload with the same arguments, parsed by
