@@ -339,6 +339,12 @@ def _verify_overwrite(op: Scatter) -> None:
     )
 
 
+#: the ATen ops that run as `loops.extern` (library calls with kernels of their own: cuBLAS's,
+#: cuDNN's), by name: lowered to it (passes/lowerings/extern.py), bound by their public torch
+#: function in the generated code (target/bindings.py)
+LIBRARY_CALLS = ("mm", "bmm", "addmm", "baddbmm", "convolution")
+
+
 class LoopsCall(ExternCall):
     """An ATen call on buffers laid out as `input_strides` says (one entry per tensor argument)"""
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import sympy
 from mind.dialects.collectives import KINDS, torch_target
 from mind.dialects.common import aliased_memory
+from mind.dialects.loops import LIBRARY_CALLS
 from mind.dialects.triton import dtype_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value
@@ -42,10 +43,7 @@ PYTHON_ROOTS = ("torch", "operator", "math", "builtins")
 #: torch's generated argument parser instead of an OpOverload's boxed call through the
 #: operator's schema (1-4 us less a call on a CPU: a ResNet's 11 convolutions, a transformer
 #: step's dozens of matmuls)
-PUBLIC_BINDINGS = {
-    f"aten.{name}.default": f"torch.{name}"
-    for name in ("mm", "bmm", "addmm", "baddbmm", "convolution")
-}
+PUBLIC_BINDINGS = {f"aten.{name}.default": f"torch.{name}" for name in LIBRARY_CALLS}
 #: the signature placeholder of a parameter passed by value, by its dtype's kind (see BY_VALUE in
 #: codegen/kernel.py): a value Triton types as that parameter's type
 PLACEHOLDERS = {"f": "F32", "i": "I64", "b": "I1"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 from mind.dialects.aten import target_of
+from mind.dialects.loops import LIBRARY_CALLS
 from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value
 from mind.ir.types import TensorType
@@ -24,7 +25,7 @@ from .common import broadcast_index, is_tensor, operand
 aten = torch.ops.aten
 
 
-@register_lowering(aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.convolution)
+@register_lowering(*(getattr(aten, name) for name in LIBRARY_CALLS))
 def extern(ctx, *args, **kwargs):
     if ctx.op.name == "aten.addmm.default" and _unfuses_bias(ctx):
         return _mm_and_bias(ctx, *args, **kwargs)
