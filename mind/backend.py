@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import hashlib
 import itertools
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
 import torch
 import torch._dynamo
 
-from mind import runtime, tuning
+from mind import collector, runtime, tuning
 from mind.compiled import MindCode, Recording, compiling, output_strides, timed
 from mind.dialects import aten, fx
 from mind.dialects.collectives import is_collective
@@ -54,6 +53,7 @@ def mind_backend(
     """The Dynamo backend: AOTAutograd over mind-compiled ATen graphs, or `gm` itself if even
     capture fails. `mode` and `options` are torch.compile's (see mind.options)."""
     opts = resolve_options(mode, options)
+    collector.quiet_while_dynamo_compiles()
     cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
     if cuda:
         compile_pool.start()  # its workers start while Dynamo, AOTAutograd and the passes run
@@ -72,7 +72,7 @@ def mind_backend(
         # a dump runs every pass
         tag = None if dump.directory else cache_tag(gm, opts, cuda, example_inputs)
         # the forward's kernels compile while the backward's passes run (runtime.overlapped)
-        with compiling(name), gc_frozen(), runtime.overlapped():
+        with compiling(name), collector.quiet(), runtime.overlapped():
             compiled, _ = aten_graphs(gm, example_inputs, name, compile_graph, cache_tag=tag)
     except DYNAMO_CONTROL_FLOW:
         raise
@@ -83,34 +83,6 @@ def mind_backend(
         fall_back(name, exc, dump.reproducer())
         return gm.forward
     return compiled
-
-
-@contextlib.contextmanager
-def gc_frozen() -> Iterator[None]:
-    """Compile with every object that exists already (torch's, the user's) out of the cyclic
-    garbage collector's sight (`gc.freeze`), put back after: a full collection during the
-    compile scans what the compile made, not the whole process. Full collections come each time
-    a quarter more objects than the process had survive, so a large graph's compile met two or
-    three, each a scan of millions of objects (a second per 16 transformer layers). Where the
-    program froze objects itself, nothing changes (`unfreeze` would release those too). A block
-    inside another (a graph's compile inside the backend's) does not ask: counting the frozen
-    objects walks them all (50 ms for torch's millions)."""
-    global _frozen
-    if _frozen or gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    _frozen = True
-    try:
-        yield
-    finally:
-        _frozen = False
-        gc.unfreeze()
-
-
-#: whether a `gc_frozen` block froze the objects and has not ended (one flag for the process, as
-#: the freeze is)
-_frozen = False
 
 
 def cache_tag(
@@ -156,7 +128,7 @@ def compile_aten_graph(
         options=options, aten=aot_gm, interpret=True, recording=None, uncacheable=_burned_floats()
     )
     try:
-        with gc_frozen():  # (a lazy backward compiles outside mind_backend's)
+        with collector.quiet():  # (a lazy backward compiles outside mind_backend's)
             graph = aten.import_graph(aot_gm, symbol)
             aligned = aligned_inputs(graph, inputs)
             if aligned:
@@ -417,3 +389,6 @@ def register() -> None:
     """Make `backend="mind"` resolve where the package's entry point is not installed."""
     if "mind" not in entry_points(group="torch_dynamo_backends").names:
         torch._dynamo.register_backend(mind_backend, name="mind")
+
+
+collector.quiet_while_dynamo_compiles()

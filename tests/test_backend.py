@@ -18,7 +18,7 @@ from test_runtime import BROKEN_SOURCE, SEED_SOURCE, seed
 from torch._dynamo.backends.registry import lookup_backend
 
 import mind
-from mind import MindFallbackWarning, backend, runtime
+from mind import MindFallbackWarning, backend, collector, runtime
 
 STAGES = ("fx", "aten", "loops", "scheduled", "triton", "py")
 
@@ -386,52 +386,85 @@ def test_bf16_constants_run():
     torch.testing.assert_close(out, fn(x, mask), rtol=2e-2, atol=2e-2)
 
 
+def _quiet_now() -> bool:
+    """The collector is quiet: the heap frozen, or the collector paused."""
+    import gc
+
+    return gc.get_freeze_count() > 0 or not gc.isenabled()
+
+
 @pytest.mark.parametrize("program_froze", [False, True])
-def test_compiling_hides_the_heap_from_the_collector_and_puts_it_back(monkeypatch, program_froze):
-    """Objects that exist when a compile starts are frozen while it runs (its full collections
-    scan what it made), then unfrozen; where the program froze objects itself, mind does not
-    touch the collector (unfreezing would release the program's objects too)."""
+def test_compiling_quiets_the_collector_and_puts_it_back(monkeypatch, program_froze):
+    """While a graph compiles, the objects that existed before are frozen (full collections scan
+    only what the compile made), and unfrozen after. Where the program froze objects itself
+    (unfreezing would release them too), the collector is paused instead, and resumed after."""
     import gc
 
     calls, during = [], []
-    for name in ("freeze", "unfreeze"):
+    for name in ("freeze", "unfreeze", "disable", "enable"):
         real = getattr(gc, name)
         monkeypatch.setattr(gc, name, lambda real=real, name=name: calls.append(name) or real())
     load_program = backend.load_program
     monkeypatch.setattr(
-        backend,
-        "load_program",
-        lambda *a: during.append(gc.get_freeze_count() > 0) or load_program(*a),
+        backend, "load_program", lambda *a: during.append(_quiet_now()) or load_program(*a)
     )
     if program_froze:
         gc.freeze()
+    froze_before = gc.get_freeze_count() > 0  # (a Python may have frozen objects at start-up)
     try:
         out, warned = run(seed, *seed_inputs())
-        frozen_after, made = gc.get_freeze_count() > 0, calls[program_froze:]
+        frozen_after, enabled_after = gc.get_freeze_count() > 0, gc.isenabled()
+        made = calls[int(program_froze) :]  # (the passes pause the collector inside a freeze)
     finally:
-        gc.unfreeze()
-    assert warned == [] and during == [True] and frozen_after == program_froze
-    assert made == ([] if program_froze else ["freeze", "unfreeze"])
+        if program_froze:
+            gc.unfreeze()
+    assert (
+        warned == [] and during == [True] and (frozen_after, enabled_after) == (froze_before, True)
+    )
+    if froze_before:
+        assert made == ["disable", "enable"]
+    else:
+        assert [c for c in made if c.endswith("freeze")] == ["freeze", "unfreeze"]
 
 
-def test_a_freeze_inside_another_neither_counts_nor_unfreezes(monkeypatch):
-    """The objects stay frozen until the outermost block ends, and only that one counts the
+def test_a_quiet_block_inside_another_neither_counts_nor_undoes(monkeypatch):
+    """The collector stays quiet until the outermost block ends, and only that one counts the
     frozen objects (a walk over all of them)."""
     import gc
 
-    counts = []
     count = gc.get_freeze_count
+    before = (count() > 0, gc.isenabled())
+    counts = []
     monkeypatch.setattr(gc, "get_freeze_count", lambda: counts.append(1) or count())
-    assert count() == 0
-    # frozen objects that die leave the count (another thread may free some meanwhile), so the
-    # inner block is judged by the count never growing (no second freeze) nor reaching 0
-    with backend.gc_frozen():
-        frozen = count()
-        assert frozen > 0
-        with backend.gc_frozen():
-            assert 0 < count() <= frozen
-        assert 0 < count() <= frozen
-    assert count() == 0 and counts == [1]
+    quiet = lambda: count() > 0 or not gc.isenabled()  # noqa: E731
+    with collector.quiet():
+        assert quiet()
+        with collector.quiet():
+            assert quiet()
+        assert quiet()
+    assert counts == [1] and (count() > 0, gc.isenabled()) == before
+
+
+def test_dynamos_compiles_run_quiet_and_a_reset_loses_that_only_until_the_next_graph():
+    """Dynamo's compile of a frame, its trace included, runs with the collector quiet (a full
+    collection during a transformer's trace scanned all of torch: 0.2-0.4 s of its first call),
+    restored when the compile ends. `torch._dynamo.reset()` drops Dynamo's callbacks; the next
+    graph mind compiles registers them again."""
+    import gc
+
+    handler = torch._dynamo.callback_handler
+    collector.quiet_while_dynamo_compiles()
+    before = (gc.get_freeze_count() > 0, gc.isenabled())
+    seen = []
+    handler.register_start_callback(lambda _: seen.append(("start", _quiet_now())))
+    handler.register_end_callback(lambda _: seen.append(("end", _quiet_now())))
+    out, warned = run(seed, *seed_inputs())
+    assert warned == [] and seen == [("start", True), ("end", before[0])]
+    assert (gc.get_freeze_count() > 0, gc.isenabled()) == before
+    torch._dynamo.reset()
+    assert collector._dynamo_compile_starts not in handler.start_callbacks
+    run(lambda x: x.exp(), torch.ones(4))
+    assert collector._dynamo_compile_starts in handler.start_callbacks
 
 
 def test_a_fused_bf16_chain_rounds_where_it_stores_unless_told_to_emulate_eager():
