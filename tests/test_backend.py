@@ -423,13 +423,14 @@ def test_compiling_quiets_the_collector_and_puts_it_back(monkeypatch, program_fr
     )
     if froze_before:
         assert made == ["disable", "enable"]
-    else:
-        assert [c for c in made if c.endswith("freeze")] == ["freeze", "unfreeze"]
+    else:  # frozen again when mind's backend starts, and when its graph compiles
+        freezes = [c for c in made if c.endswith("freeze")]
+        assert freezes == ["freeze"] * (len(freezes) - 1) + ["unfreeze"] and len(freezes) > 2
 
 
 def test_a_quiet_block_inside_another_neither_counts_nor_undoes(monkeypatch):
     """The collector stays quiet until the outermost block ends, and only that one counts the
-    frozen objects (a walk over all of them)."""
+    frozen objects (a walk over all of them). An inner block freezes what was made since."""
     import gc
 
     count = gc.get_freeze_count
@@ -439,8 +440,10 @@ def test_a_quiet_block_inside_another_neither_counts_nor_undoes(monkeypatch):
     quiet = lambda: count() > 0 or not gc.isenabled()  # noqa: E731
     with collector.quiet():
         assert quiet()
+        frozen, made = count(), [[] for _ in range(1000)]
         with collector.quiet():
             assert quiet()
+            assert count() >= frozen + len(made) or before[0]  # (paused: nothing to freeze)
         assert quiet()
     assert counts == [1] and (count() > 0, gc.isenabled()) == before
 
