@@ -8,9 +8,10 @@ collector scans only what the compile made.
 
 Quieting freezes the heap as it stands (`gc.freeze`: what exists is out of the collector's sight;
 young collections still free the compile's garbage) and unfreezes it after. A program that froze
-objects itself (a forking server does, and so does the H200 image's Python, before `main`) would
-lose its freeze at `unfreeze`: there the collector is paused instead (`gc.disable`), and what the
-compile leaves in cycles waits for its end.
+objects itself would lose its freeze at `unfreeze` (a forking server freezes its heap; the Python
+of the H200 machine mind is measured on has a few hundred objects frozen before any of mind's code
+runs): there the collector is paused instead (`gc.disable`), and what the compile leaves in cycles
+waits for its end.
 
 Each compile Dynamo runs (a frame's trace and its backend; a lazy backward) is quieted through
 Dynamo's compile callbacks, registered when mind's backend loads (which `backend="mind"` does,
@@ -56,7 +57,7 @@ def _quiet() -> bool:
     collections per layer against 0.014)."""
     global _undo
     if _undo is not None:
-        if _undo == gc.unfreeze:
+        if _undo is gc.unfreeze:
             gc.freeze()  # (cheap: generations are moved, not walked)
         return False
     if not gc.isenabled():
