@@ -386,11 +386,12 @@ def test_bf16_constants_run():
     torch.testing.assert_close(out, fn(x, mask), rtol=2e-2, atol=2e-2)
 
 
-def _quiet_now() -> bool:
-    """The collector is quiet: the heap frozen, or the collector paused."""
+def _quiet_now(count=None) -> bool:
+    """The collector is quiet: the heap frozen (`count`: how frozen objects are counted, where a
+    test counts the calls of `gc.get_freeze_count`), or the collector paused."""
     import gc
 
-    return gc.get_freeze_count() > 0 or not gc.isenabled()
+    return (count or gc.get_freeze_count)() > 0 or not gc.isenabled()
 
 
 @pytest.mark.parametrize("program_froze", [False, True])
@@ -437,15 +438,14 @@ def test_a_quiet_block_inside_another_neither_counts_nor_undoes(monkeypatch):
     before = (count() > 0, gc.isenabled())
     counts = []
     monkeypatch.setattr(gc, "get_freeze_count", lambda: counts.append(1) or count())
-    quiet = lambda: count() > 0 or not gc.isenabled()  # noqa: E731
     with collector.quiet():
-        assert quiet()
+        assert _quiet_now(count)
         frozen, made = count(), [[] for _ in range(1000)]
         with collector.quiet():
-            assert quiet()
+            assert _quiet_now(count)
             # frozen objects that die leave the count (another thread may free some meanwhile)
             assert count() >= frozen + len(made) // 2 or before[0]  # (paused: nothing to freeze)
-        assert quiet()
+        assert _quiet_now(count)
     assert counts == [1] and (count() > 0, gc.isenabled()) == before
 
 
