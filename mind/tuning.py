@@ -1,37 +1,38 @@
 """Template or ATen, by benchmark (mode="max-autotune"): `mm-templates{select=autotune}` asks,
-for each matmul, whether mind's Triton template beats ATen's kernel (cuBLAS). This answers as
-Inductor's select_algorithm does: the matmul alone is compiled through the template (its configs
-tuned at load, runtime/autotune.py) and timed against the ATen op on random inputs of the
-call's sizes, strides and dtypes. The answer is recorded in the tuning cache under the probe's
-generated source and the device, so a later compile of the same problem runs nothing. Where
-nothing can be timed (no GPU), it cannot tell, and mm-templates keeps ATen.
+for each matmul, whether mind's Triton template beats ATen's kernel (cuBLAS), as Inductor's
+select_algorithm does. A probe graph holds the call and what a template would read its operands
+through (views, casts, scales: `read_through`); it is compiled twice, through the template (its
+configs tuned at load, runtime/autotune.py) and through ATen (its operands realized, as the graph
+would realize them), and both run under the timer on the same random inputs, of the sizes,
+strides and dtypes they have in the graph. So each side pays for what it makes the graph do: the
+template for the loads it fuses, ATen for the copies it needs. The answer is recorded in the
+tuning cache under both programs' source and the device, so a later compile of the same problem
+runs nothing. Where nothing can be timed (no GPU), it cannot tell, and mm-templates keeps ATen.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from functools import reduce
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from mind.analysis.loops import base_of, producer
 from mind.dialects.common import Graph
-from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, View, is_realized
+from mind.dialects.loops import LoopsCall, LoopsOutput
 from mind.dialects.torch_types import to_torch, to_torch_device
 from mind.ir.core import Block, Module, Operation, Region, Value
 from mind.ir.types import TensorType, contiguous_strides
-from mind.passes.mm_templates import MATMULS, cheap_operand
+from mind.passes.mm_templates import MATMULS, read_through
 from mind.runtime import at_once, load
 from mind.runtime.autotune import timer_for
 from mind.runtime.cache import recall_tuning, remember_tuning
 
-#: the probe's pipeline: the template, its configs tuned
-PROBE = (
-    "mm-templates{select=template},realize,inline,schedule,fuse,merge-loops,"
-    "to-triton{autotune=true}"
-)
+#: the probe's pipelines: through the template, and through ATen (every kernel's configs tuned)
+PROBES = {
+    way: f"{first}realize,inline,schedule,fuse,merge-loops,to-triton{{autotune=true}}"
+    for way, first in (("template", "mm-templates{select=template},"), ("aten", ""))
+}
 
 
 def install() -> None:
@@ -56,25 +57,21 @@ def _template_wins(call: LoopsCall) -> bool | None:
     from mind.passes import run_pipeline
     from mind.target.triton import emit
 
-    graph = probe(call)
-    source = emit(run_pipeline(Module([graph]), PROBE))
+    sources = {way: emit(run_pipeline(Module([probe(call)]), p)) for way, p in PROBES.items()}
     interpret = device.type != "cuda"
-    key = hashlib.sha256(f"mm-templates\n{source}".encode()).hexdigest()
+    key = hashlib.sha256("\n".join(["mm-templates", *sources.values()]).encode()).hexdigest()
     record = recall_tuning(key, interpret)
-    if record is not None and record.get("winner") in ("template", "aten"):
+    if record is not None and record.get("winner") in PROBES:
         return record["winner"] == "template"
     with at_once():  # it runs now, inside the backend's overlapped compile
-        program = load(source, "mm_probe", interpret=interpret)
-    inputs = [_random(v.type) for v in graph.body.args]
-    arguments = [_random(_typed(v, call)) for v in call.values]
-    op = reduce(getattr, call.symbol.split("."), torch.ops)
-    kwargs = {k: v for k, v in call.attrs.items() if k not in ("input_strides", "origins")}
+        programs = {way: load(text, f"mm_probe_{way}", interpret=interpret) for way, text in sources.items()}  # fmt: skip
+    inputs = [_random(v.type) for v in probe(call).body.args]
 
     def template() -> None:
-        program.call(list(inputs))
+        programs["template"].call(list(inputs))
 
     def aten() -> None:
-        op(*arguments, **kwargs)
+        programs["aten"].call(list(inputs))
 
     times = {run.__name__: timer(run) for run in (template, aten)}
     winner = min(times, key=times.__getitem__)
@@ -86,21 +83,21 @@ def _template_wins(call: LoopsCall) -> bool | None:
 
 
 def probe(call: LoopsCall) -> Graph:
-    """A graph of the call and the prologue a template would read its operands through: the
-    views and unrealized pointwise nodes between them and buffers (`_prologue`), which `realize`
-    and `inline` fold into the template's loads. Timing the matmul alone on contiguous operands
-    misjudges a template that reads them permuted and cast: BERT's attention scores, a bf16
-    [b, s, h, d] tensor read as f32 [b*h, d, s], ran 1.5x slower than the probe of contiguous
-    f32 operands, which beat cuBLAS. What the prologue reads are the probe's inputs, laid out
-    (`_typed`) as in the graph."""
+    """A graph of the call and of what a template reads its operands through (`read_through`),
+    whose inputs are the values that starts from and the call's other arguments, laid out
+    (`_typed`) as in the graph. Timing the matmul alone on contiguous operands misjudges a
+    template that reads them permuted and cast: BERT's attention scores, a bf16 [b, s, h, d]
+    tensor read as f32 [b*h, d, s], ran 1.5x slower than the probe of contiguous f32 operands.
+    Timing it through every unrealized producer misjudges it the other way: a GPT-2 layer's
+    probe read the residual stream back through every earlier layer norm."""
     (ia, ib), _ = MATMULS[call.symbol]
     ops: set[Operation] = set()
     inputs: dict[Value, None] = {}  # ordered
     for i, v in enumerate(call.values):
-        if i in (ia, ib) and not _realized_for_template(v):
-            _prologue(v, ops, inputs)
-        else:
-            inputs[v] = None
+        chain, source = read_through(v) if i in (ia, ib) else ([], v)
+        ops.update(chain)
+        if source is not None:
+            inputs[source] = None
     block, vmap = Block(), {}
     for i, v in enumerate(inputs):
         vmap[v] = block.add_arg(Value(f"arg{i}_1", _typed(v, call)))
@@ -110,40 +107,6 @@ def probe(call: LoopsCall) -> Graph:
     block.append(call.clone(vmap))
     block.append(LoopsOutput.build("loops.output", values=[vmap[call.result]]))
     return Graph.build("loops.graph", regions=[Region(block)], symbol="mm_probe")
-
-
-def _realized_for_template(operand: Value) -> bool:
-    """Whether mm-templates realizes the operand's producer before the template reads it."""
-    node = producer(base_of(operand))
-    return isinstance(node, Pointwise) and not is_realized(node) and not cheap_operand(node)
-
-
-def _prologue(value: Value, ops: set[Operation], inputs: dict[Value, None]) -> None:
-    """Collect into `ops` the views and unrealized pointwise nodes of floats that compute
-    `value`, and into `inputs` the values they read from outside them."""
-    node = producer(value)
-    if node in ops or value in inputs:
-        return
-    if isinstance(node, View):
-        ops.add(node)
-        _prologue(node.source, ops, inputs)
-        return
-    outer = _outer_values(node) if type(node) is Pointwise and not is_realized(node) else None
-    # what the prologue reads gets random normal floats: a node reading other dtypes is an input
-    if outer is None or not all(v.type.dtype.is_floating_point for v in outer):
-        inputs[value] = None
-        return
-    ops.add(node)
-    for v in outer:
-        _prologue(v, ops, inputs)
-
-
-def _outer_values(node: Operation) -> list[Value]:
-    """The tensors a node's body reads from outside it."""
-    inner = {r for op in node.walk() for r in op.results}
-    inner |= {a for region in node.regions for a in region.block.args}
-    found = (v for op in node.walk() for v in op.operands if v not in inner)
-    return list(dict.fromkeys(v for v in found if isinstance(v.type, TensorType)))
 
 
 def _typed(value: Value, call: LoopsCall) -> TensorType:
@@ -163,4 +126,4 @@ def _random(t: TensorType) -> torch.Tensor:
     out = torch.empty_strided(
         t.shape, t.strides, dtype=to_torch(t.dtype), device=to_torch_device(t.device)
     )
-    return out.normal_()
+    return out.normal_() if out.is_floating_point() else out.random_(0, 2)

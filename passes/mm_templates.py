@@ -5,11 +5,12 @@ into loops nodes that a Triton matmul template computes: a reduction over k of `
 b[k, n]` (batched: `a[b, m, k] * b[b, k, n]`), accumulated in f32 and marked
 `template = "mm"`, then pointwise nodes for what addmm adds (`beta * bias + alpha * mm`) and the
 cast to the result dtype. From there the usual passes build the template's prologue and
-epilogue, visible in the dumps: `realize` and `inline` fold a cheap producer of an operand (a
-cast, a view) into the template's loads, `fuse` fuses pointwise consumers (bias, activation,
-residual add, cast) into the template node, and code generation (codegen/template.py) tiles it
-for tl.dot with the fused epilogue after the k-loop. An operand computed by more than loads and
-casts is realized first: a template reloads each operand tile many times.
+epilogue, visible in the dumps: `realize` and `inline` fold what the template reads an operand
+through into its loads (views, and unrealized nodes that load one tensor once and cast or scale
+it: `read_through`), `fuse` fuses pointwise consumers (bias, activation, residual add, cast) into
+the template node, and code generation (codegen/template.py) tiles it for tl.dot with the fused
+epilogue after the k-loop. Where a node that loads more computes the value that chain starts
+from, that node is realized first: a template reloads each operand tile many times.
 
 `select` chooses: `aten` (the default: cuBLAS usually wins against an untuned template),
 `template` (every eligible matmul), or `autotune` (max-autotune: a benchmark of the template
@@ -24,8 +25,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mind.analysis.loops import base_of, producer
-from mind.dialects.loops import Load, LoopsCall, Pointwise, Yield, is_realized
+from mind.analysis.loops import producer
+from mind.dialects.loops import Load, LoopsCall, Pointwise, View, is_realized
 from mind.dialects.scheduled import ALONG_R, Node
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Value
@@ -43,6 +44,9 @@ MATMULS = {
     "aten.addmm.default": ((1, 2), 0),
 }
 FLOATS = (dt.f32, dt.f16, dt.bf16)
+#: what a template's prologue does to an operand element besides loading it: casts and cheap
+#: arithmetic (a scale, a shift), not math the k-loop would redo for every tile of n
+PROLOGUE_KINDS = frozenset("load cast constant neg add sub mul relu yield".split())
 SELECT = ("aten", "template", "autotune")
 
 #: decides `select=autotune`: True for the template, False for ATen, None when it cannot tell
@@ -110,7 +114,7 @@ def rewrite(block: Block, call: LoopsCall, reserved: set[str]) -> None:
     (ia, ib), ibias = MATMULS[call.symbol]
     a, b = call.values[ia], call.values[ib]
     for operand in (a, b):
-        _realize_unless_cheap(operand)
+        _realize_source(operand)
     out = call.result.type
     acc = dt.upcast(out.dtype)
     ctx = LowerCtx(Block(), reserved)
@@ -154,27 +158,63 @@ def _epilogue(call: LoopsCall, mm: Value, ibias: int | None, acc: dt.DType):
     return body
 
 
-def _realize_unless_cheap(operand: Value) -> None:
-    """An operand computed by a pointwise node that does more than load and cast is realized
-    (given a flexible contiguous layout): the template reads each operand tile many times."""
-    node = producer(base_of(operand))
-    if not isinstance(node, Pointwise) or is_realized(node) or cheap_operand(node):
+def read_through(operand: Value) -> tuple[list[Operation], Value | None]:
+    """What a template reads `operand` through, from the operand back: the views, and the
+    unrealized pointwise nodes that load one tensor once and cast or scale it (`_prologue_node`),
+    which `inline` folds into the template's loads; and the value they start from (None: they
+    load nothing), which the template reads as a buffer. mind/tuning.py's probe times the
+    template through the same."""
+    ops: list[Operation] = []
+    value = operand
+    while True:
+        node = producer(value)
+        if isinstance(node, View):
+            ops.append(node)
+            value = node.source
+        elif type(node) is Pointwise and not is_realized(node) and _prologue_node(node):
+            ops.append(node)
+            outer = _outer_tensors(node)
+            if not outer:
+                return ops, None
+            value = outer[0]
+        else:
+            return ops, value
+
+
+def _prologue_node(node: Pointwise) -> bool:
+    """Whether a template reads through the node: its body loads at most one tensor, once, and
+    does only what PROLOGUE_KINDS lists."""
+    ops = node.body.ops
+    loads = [op.source for op in ops if isinstance(op, Load)]
+    kinds_ok = all(op.kind in PROLOGUE_KINDS for op in ops)
+    return kinds_ok and len(loads) <= 1 and _outer_tensors(node) == loads
+
+
+def _outer_tensors(node: Operation) -> list[Value]:
+    """The tensors a node's body reads from outside it."""
+    inner = {r for op in node.walk() for r in op.results}
+    inner |= {a for region in node.regions for a in region.block.args}
+    found = (v for op in node.walk() for v in op.operands if v not in inner)
+    return list(dict.fromkeys(v for v in found if isinstance(v.type, TensorType)))
+
+
+def _realize_source(operand: Value) -> None:
+    """The value a template reads the operand through from (`read_through`), when an unrealized
+    node computes it, is realized (given a flexible contiguous layout): the template reloads
+    each operand tile many times, so its prologue loads each element once and does little to
+    it."""
+    _, source = read_through(operand)
+    node = producer(source) if source is not None else None
+    if not isinstance(node, Pointwise) or is_realized(node):
         return
     t = node.result.type
     node.result.type = dataclasses.replace(t, strides=contiguous_strides(t.shape))
     node.layout = "flexible"
 
 
-def cheap_operand(node: Pointwise) -> bool:
-    """Whether a template reads through the node: it loads at most one value and casts it."""
-    ops = [op for op in node.body.ops if not isinstance(op, Yield)]
-    loads = sum(isinstance(op, Load) for op in ops)
-    return loads <= 1 and all(isinstance(op, Load) or op.kind == "cast" for op in ops)
-
-
 def template_fusable(a: Node, b: Node, sizes: tuple) -> bool:
     """What fuse may put in one node with a template node: work without reductions, scans or
-    sorts (a prologue of loads and casts was inlined already; a pointwise consumer is an
+    sorts (its prologue, `read_through`, was inlined already; a pointwise consumer is an
     epilogue, computed on the output tile), over the template's own loops (its m, n tiling
     stays)."""
     template = a if a.template is not None else b if b.template is not None else None
