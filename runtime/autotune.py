@@ -31,6 +31,7 @@ import torch
 from triton import knobs
 
 from .cache import recall_tuning, remember_tuning
+from .gpu_timer import gpu_time
 from .interpreter import interpreted_language
 from .launch import Binding, Launcher, get_raw_stream, misaligned
 
@@ -45,18 +46,13 @@ def set_timer(timer: Timer | None) -> None:
 
 
 def timer_for(device: torch.device) -> Timer | None:
-    """What times runs on `device`: Triton's benchmark on a GPU, nothing in the interpreter."""
+    """What times runs on `device`: device time on a GPU (runtime/gpu_timer.py), nothing in the
+    interpreter."""
     if _TIMER:
         return _TIMER[0]
     if device.type == "cuda" and not knobs.runtime.interpret:
-        return _gpu_time
+        return gpu_time
     return None
-
-
-def _gpu_time(fn: Callable[[], object]) -> float:
-    from triton.testing import do_bench
-
-    return do_bench(fn, warmup=10, rep=40)
 
 
 @dataclass

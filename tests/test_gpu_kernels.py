@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 
 import pytest
 import torch
@@ -94,6 +95,24 @@ def test_max_autotune_tunes_and_records(tmp_path):
     assert any(r.get("winner") in ("template", "aten") for r in records)
     assert any(isinstance(r.get("ms"), list) and len(r["ms"]) > 1 for r in records)
     close(compiled(fn, x, w, mode="max-autotune"), fn(x, w), 1e-3)
+
+
+def test_the_tuning_timer_times_the_device_not_the_host():
+    """A run whose host idles 2 ms before it launches a small kernel times as the kernel does
+    (do_bench timed the idle GPU too, which made slow-launching ATen ops lose to templates)."""
+    from mind.runtime.gpu_timer import gpu_time
+
+    x = torch.zeros(1 << 20, device="cuda")
+
+    def launch() -> None:
+        x.add_(1)
+
+    def launch_late() -> None:
+        time.sleep(0.002)
+        x.add_(1)
+
+    late, prompt = gpu_time(launch_late), gpu_time(launch)
+    assert late < 0.5 and prompt < 0.5, (late, prompt)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
