@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch._dynamo
 
-from mind import collector, runtime, tuning
+from mind import collector, runtime
 from mind.compiled import MindCode, Recording, compiling, output_strides, timed
 from mind.dialects import aten, fx
 from mind.dialects.collectives import is_collective
@@ -134,8 +134,6 @@ def compile_aten_graph(
             if aligned:
                 graph.aligned = aligned
             _layouts(graph, aot_gm, inputs)
-            if options.autotune:
-                tuning.install()
             kw.update(interpret=_interpret(graph), recording=_recording(graph, options))
             pipeline = pipeline_of(options, torch.are_deterministic_algorithms_enabled())
             call, module_key = load_program(graph, dump, pipeline, kw["interpret"])

@@ -35,13 +35,6 @@ PROBES = {
 }
 
 
-def install() -> None:
-    """Make this benchmark decide `mm-templates{select=autotune}`."""
-    from mind.passes.mm_templates import set_benchmark
-
-    set_benchmark(template_wins)
-
-
 def template_wins(call: LoopsCall) -> bool | None:
     """Whether the template computes `call` faster than ATen on its device (None: no timer).
     It runs real tensors while AOTAutograd traces the graph: outside its dispatch modes."""

@@ -13,16 +13,15 @@ epilogue after the k-loop. Where a node that loads more computes the value that 
 from, that node is realized first: a template reloads each operand tile many times.
 
 `select` chooses: `aten` (the default: cuBLAS usually wins against an untuned template),
-`template` (every eligible matmul), or `autotune` (max-autotune: a benchmark of the template
-against ATen decides, once per problem and cached; without a benchmark, as when there is no GPU,
-ATen). Eligible: static sizes, m and n above 1, inputs and result of one dtype among f32, f16
+`template` (every eligible matmul), or `autotune` (max-autotune, or `mind-opt` on a dump: a
+benchmark of the template against ATen decides, mind/tuning.py, once per problem and cached;
+where nothing can be timed, as with no GPU, ATen). Eligible: static sizes, m and n above 1, inputs and result of one dtype among f32, f16
 and bf16.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from mind.analysis.loops import producer
@@ -48,16 +47,6 @@ FLOATS = (dt.f32, dt.f16, dt.bf16)
 #: arithmetic (a scale, a shift), not math the k-loop would redo for every tile of n
 PROLOGUE_KINDS = frozenset("load cast constant neg add sub mul relu yield".split())
 SELECT = ("aten", "template", "autotune")
-
-#: decides `select=autotune`: True for the template, False for ATen, None when it cannot tell
-#: (the backend installs a benchmark; see mind/tuning.py)
-Benchmark = Callable[[LoopsCall], bool | None]
-_BENCHMARK: list[Benchmark] = []
-
-
-def set_benchmark(benchmark: Benchmark | None) -> None:
-    """Install (or, with None, remove) what decides `select=autotune`."""
-    _BENCHMARK[:] = [benchmark] if benchmark is not None else []
 
 
 @dataclass(frozen=True)
@@ -85,8 +74,9 @@ class MmTemplates(GraphPass, name="mm-templates", input="loops"):
     def chooses(self, call: LoopsCall) -> bool:
         if self.select == "template":
             return True
-        verdict = _BENCHMARK[0](call) if _BENCHMARK else None
-        return bool(verdict)
+        from mind.tuning import template_wins  # it runs kernels: torch, loaded only for this
+
+        return bool(template_wins(call))
 
 
 def eligible(op: Operation) -> bool:

@@ -12,7 +12,6 @@ import pytest
 import torch
 from mind.parser import parse
 from mind.passes import run_pipeline
-from mind.passes.mm_templates import set_benchmark
 from mind.runtime import autotune, load, loader
 from mind.runtime.compile_pool import Pool
 from mind.runtime.progress import Silent, progress
@@ -45,7 +44,6 @@ def timer(isolated_runtime, tmp_path):
     autotune.set_timer(fake)
     yield fake
     autotune.set_timer(None)
-    set_benchmark(None)
 
 
 def tuned_seed():
@@ -304,6 +302,31 @@ def test_the_probe_runs_what_the_graph_would(timer, tmp_path, monkeypatch, faste
     assert any("tl.dot" in k for k in template) and "aten_bmm_default(" in probes[1]
     assert all(k in source for k in {"template": template, "aten": aten}[faster])
     assert ("tl.dot" in source) == (faster == "template")
+
+
+MM_DUMP = """loops.graph @mm(%arg0_1: f32[32, 24][24, 1]cpu, %arg1_1: f32[24, 16][16, 1]cpu) {
+  %mm = loops.extern @aten.mm.default(%arg0_1, %arg1_1) {input_strides = [[24, 1], [16, 1]]} : f32[32, 16][16, 1]cpu
+  loops.output(%mm) {strides = [[16, 1]]}
+}
+"""
+
+
+@pytest.mark.parametrize("faster", ["template", "aten"])
+def test_mind_opt_reruns_the_benchmarked_choice_on_a_dump(timer, tmp_path, capsys, faster):
+    """`mind-opt --pass=mm-templates{select=autotune}` on a dumped graph times the template
+    against ATen as the backend does, and prints what won."""
+    from mind.tools import mind_opt
+
+    slower = {"template": "aten", "aten": "template"}[faster]
+    autotune.set_timer(lambda fn: (fn(), 2.0 if fn.__name__ == slower else 1.0)[1])
+    dump = tmp_path / "mm.loops"
+    dump.write_text(MM_DUMP)
+    assert mind_opt.main([str(dump), "--pass=mm-templates{select=autotune}"]) == 0
+    out = capsys.readouterr().out
+    assert ('template = "mm"' in out) == (faster == "template")
+    assert ("loops.extern @aten.mm.default" in out) == (faster == "aten")
+    winners = [json.loads(p.read_text())["winner"] for p in records(tmp_path)]
+    assert [w for w in winners if w in ("template", "aten")] == [faster]
 
 
 def test_without_a_timer_max_autotune_keeps_aten(isolated_runtime, tmp_path, monkeypatch):
