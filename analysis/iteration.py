@@ -7,7 +7,8 @@ combination of theirs. Like Inductor's SIMD scheduling, a pointwise node joins a
 its numel is the reduction's x*r (it runs inside the r loop: prologue or softmax-style epilogue)
 or its x numel (it runs once per row). A join may first cut and permute one node's x loops
 (`Reorder`, chosen by analysis/loop_order.py): its loop variables then map onto the shared nest
-through the pieces and the permutation.
+through the pieces and the permutation. A matmul template's loops stay as its code tiles them
+(`keeping`): the node it joins reads its variables off them by floor and mod.
 """
 
 from __future__ import annotations
@@ -127,6 +128,32 @@ def join(a: Sizes, b: Sizes, reorder: Reorder | None = None) -> Join | None:
         maps = _onto(red, xs, rs), coarsen(px, xs, 0)
     first, second = maps if red is a else maps[::-1]
     return Join((xs, rs), first, second)
+
+
+def keeping(a: Sizes, b: Sizes, keep: int) -> Join | None:
+    """The join over node `keep`'s own loops, unchanged (a matmul template's: its code tiles them
+    as they are), of it and a node of no reduction loops and its x numel, or None. Where the
+    kept loops and the other's differ (a [2048, 768] matmul, a GELU over its [8, 256, 768]
+    view), the other's variables are read off the kept ones: a kept loop cut into the other's
+    pieces gives each piece by floor and mod."""
+    kept, other = (a, b)[keep], (a, b)[1 - keep]
+    xs, rs = kept
+    pieces = refine(xs, other[0]) if not other[1] else None
+    if pieces is None:
+        return None
+    piece_vars: Mapping = {}
+    start = 0
+    for k, size in enumerate(xs):
+        stop = start
+        while not equal(product(pieces[start : stop + 1]), size):
+            stop += 1
+        for i in range(start, stop + 1):
+            expr = sympy.floor(pvar(k) / product(pieces[i + 1 : stop + 1]))
+            piece_vars[pvar(i)] = sympy.Mod(expr, pieces[i]) if i > start else expr
+        start = stop + 1
+    own = {pvar(i): pvar(i) for i in range(len(xs) + len(rs))}
+    read = {v: substitute(e, piece_vars) for v, e in coarsen(other[0], pieces, 0).items()}
+    return Join(kept, *((own, read) if keep == 0 else (read, own)))
 
 
 def _join_reordered(a: Sizes, b: Sizes, reorder: Reorder) -> Join | None:

@@ -9,7 +9,9 @@ earlier node's output by the later one is at the index it was stored at: such a 
 stored SSA value, and the store goes when nothing outside the fused node reads the buffer.
 Where that holds only with one node's loops in another order (a row-major pointwise node beside
 a column reduction), that node's loops are permuted (analysis/loop_order.py). A matmul template
-node takes pointwise work over its own loops only (its epilogue, see passes/mm_templates.py). A
+node takes pointwise work over its own loops only (its epilogue, see passes/mm_templates.py),
+which stay as they are: an epilogue over another view of them (a GELU over the [8, 256, 3072]
+view of a [2048, 3072] matmul) reads its loop variables off them (`keeping`). A
 node that updates a buffer in place (a scatter) fuses with nothing: its target must be complete
 before it starts, and its readers wait for all of it. A node that overwrites a graph input
 (AOTAutograd's input mutations) fuses where no read of the input could come after its write.
@@ -29,7 +31,7 @@ import logging
 from dataclasses import dataclass
 
 from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps, size_hint
-from mind.analysis.iteration import Join, Reorder, join
+from mind.analysis.iteration import Join, Reorder, join, keeping
 from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import pvar, simplify_with_ranges, substitute
 from mind.dialects.common import Reinterpret, memory_readers
@@ -127,7 +129,11 @@ def shared_loops(a: Node, b: Node) -> Join | Refusal:
 def _joined(a: Node, b: Node, reorder: Reorder | None) -> Join | Refusal:
     """The loop nest `a` and `b` share with `reorder` applied, if every read of `a`'s results
     in `b` is where `a` stored it; or the rule that refuses it."""
-    shared = join(a.sizes, b.sizes, reorder)
+    templates = [k for k, node in enumerate((a, b)) if node.template is not None]
+    shared = None
+    if reorder is None and len(templates) == 1:  # over the template's loops as they are
+        shared = keeping(a.sizes, b.sizes, templates[0])
+    shared = shared or join(a.sizes, b.sizes, reorder)
     if shared is None:
         return Refusal("iteration", (a.sizes, b.sizes))
     if not template_fusable(a, b, shared.sizes):

@@ -39,6 +39,26 @@ def test_linear_gelu_residual_is_one_template_kernel(tmp_path, monkeypatch):
     assert "triton.extern" not in text
 
 
+def test_an_mlp_over_batched_tokens_fuses_its_activation_into_the_first_template(
+    tmp_path, monkeypatch
+):
+    """A transformer's MLP: each Linear flattens [batch, seq, width] to a matmul of rows, and the
+    GELU runs over the [batch, seq, ffn] view of the first's result. It fuses into that template
+    (its loops read off the template's rows), so the MLP is two kernels."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    fc1, fc2 = torch.nn.Linear(40, 96), torch.nn.Linear(96, 40)
+
+    def mlp(x):
+        return fc2(F.gelu(fc1(x), approximate="tanh"))
+
+    x = torch.randn(3, 20, 40)
+    with torch.no_grad():
+        torch.testing.assert_close(run(mlp, x), mlp(x), rtol=1e-4, atol=1e-4)
+    text = kernels(tmp_path)
+    assert text.count("triton.kernel @") == 2 and text.count("triton.dot") == 2
+    assert "triton.tanh" in text.split("triton.kernel @")[1]
+
+
 def test_addmm_bmm_and_a_transposed_operand():
     def fn(x, w, b, xb, wb, r):
         return (
