@@ -69,6 +69,15 @@ def consumers(value: Value, block: Block) -> set[Operation]:
     return found
 
 
+def outer_tensors(op: Operation) -> list[Value]:
+    """The tensors `op` reads from outside it (its operands, and what its body reads from
+    outside), in order."""
+    inner = {r for o in op.walk() for r in o.results}
+    inner |= {a for region in op.regions for a in region.block.args}
+    found = (v for o in op.walk() for v in o.operands if v not in inner)
+    return list(dict.fromkeys(v for v in found if isinstance(v.type, TensorType)))
+
+
 #: entries of the expression caches below: a graph repeats a few hundred index expressions
 #: (every layer of a model indexes alike) in tens of thousands of calls
 EXPR_CACHE_SIZE = 1 << 14

@@ -1,11 +1,12 @@
 """Template or ATen, by benchmark (mode="max-autotune"): `mm-templates{select=autotune}` asks,
 for each matmul, whether mind's Triton template beats ATen's kernel (cuBLAS), as Inductor's
-select_algorithm does. A probe graph holds the call and what a template would read its operands
-through (views, casts, scales: `read_through`); it is compiled twice, through the template (its
-configs tuned at load, runtime/autotune.py) and through ATen (its operands realized, as the graph
-would realize them), and both run under the timer on the same random inputs, of the sizes,
-strides and dtypes they have in the graph. So each side pays for what it makes the graph do: the
-template for the loads it fuses, ATen for the copies it needs. The answer is recorded in the
+select_algorithm does. A probe graph holds the call, what a template would read its operands
+through (views, casts, scales: `read_through`) and the epilogue it could take (an activation
+stored for the next matmul); it is compiled twice, through the template (its configs tuned at
+load, runtime/autotune.py) and through ATen (its operands realized, as the graph would realize
+them), and both run under the timer on the same random inputs, of the sizes, strides and dtypes
+they have in the graph. So each side pays for what it makes the graph do: the template for the
+loads it fuses, ATen for the copies it needs and the epilogue's kernel. The answer is recorded in the
 tuning cache under both programs' source and the device, so a later compile of the same problem
 runs nothing. Where nothing can be timed (no GPU), it cannot tell, and mm-templates keeps ATen.
 """
@@ -18,17 +19,22 @@ import hashlib
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from mind.analysis.loops import base_of, consumers, outer_tensors
 from mind.dialects.common import Graph
-from mind.dialects.loops import LoopsCall, LoopsOutput
+from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, View, is_realized
 from mind.dialects.torch_types import to_torch, to_torch_device
 from mind.ir.core import Block, Module, Operation, Region, Value
 from mind.ir.types import TensorType, contiguous_strides
 from mind.passes.mm_templates import MATMULS, read_through
+from mind.passes.realize import NEEDS_BUFFERS
 from mind.runtime import at_once, load
 from mind.runtime.autotune import timer_for
 from mind.runtime.cache import recall_tuning, remember_tuning
 
 #: the probe's pipelines: through the template, and through ATen (every kernel's configs tuned)
+#: the most nodes an epilogue of a probe holds
+EPILOGUE_MAX = 16
+
 PROBES = {
     way: f"{first}realize,inline,schedule,fuse,merge-loops,to-triton{{autotune=true}}"
     for way, first in (("template", "mm-templates{select=template},"), ("aten", ""))
@@ -76,30 +82,61 @@ def _template_wins(call: LoopsCall) -> bool | None:
 
 
 def probe(call: LoopsCall) -> Graph:
-    """A graph of the call and of what a template reads its operands through (`read_through`),
-    whose inputs are the values that starts from and the call's other arguments, laid out
-    (`_typed`) as in the graph. Timing the matmul alone on contiguous operands misjudges a
-    template that reads them permuted and cast: BERT's attention scores, a bf16 [b, s, h, d]
-    tensor read as f32 [b*h, d, s], ran 1.5x slower than the probe of contiguous f32 operands.
-    Timing it through every unrealized producer misjudges it the other way: a GPT-2 layer's
-    probe read the residual stream back through every earlier layer norm."""
+    """A graph of the call, of what a template reads its operands through (`read_through`), and
+    of the epilogue a template's node could take (`_epilogue`); its inputs are what these read
+    from elsewhere, laid out (`_typed`) as in the graph. Timing the matmul alone on contiguous
+    operands misjudges a template that reads them permuted and cast: BERT's attention scores, a
+    bf16 [b, s, h, d] tensor read as f32 [b*h, d, s], ran 1.5x slower than the probe of
+    contiguous f32 operands. Timing it through every unrealized producer misjudges it the other
+    way: a GPT-2 layer's probe read the residual stream back through every earlier layer norm."""
+    block = call.parent
     (ia, ib), _ = MATMULS[call.symbol]
-    ops: set[Operation] = set()
-    inputs: dict[Value, None] = {}  # ordered
-    for i, v in enumerate(call.values):
-        chain, source = read_through(v) if i in (ia, ib) else ([], v)
-        ops.update(chain)
-        if source is not None:
-            inputs[source] = None
-    block, vmap = Block(), {}
+    epilogue, out = _epilogue(call)
+    ops = {call, *epilogue, *(op for i in (ia, ib) for op in read_through(call.values[i])[0])}
+    made = {r for op in ops for r in op.results}
+    reads = (v for op in block.ops if op in ops for v in outer_tensors(op))
+    inputs = dict.fromkeys(v for v in reads if v not in made)  # ordered
+    body, vmap = Block(), {}
     for i, v in enumerate(inputs):
-        vmap[v] = block.add_arg(Value(f"arg{i}_1", _typed(v, call)))
-    for op in call.parent.ops if ops else ():
+        vmap[v] = body.add_arg(Value(f"arg{i}_1", _typed(v, call)))
+    for op in block.ops:
         if op in ops:
-            block.append(op.clone(vmap))
-    block.append(call.clone(vmap))
-    block.append(LoopsOutput.build("loops.output", values=[vmap[call.result]]))
-    return Graph.build("loops.graph", regions=[Region(block)], symbol="mm_probe")
+            body.append(op.clone(vmap))
+    body.append(LoopsOutput.build("loops.output", values=[vmap[out]]))
+    return Graph.build("loops.graph", regions=[Region(body)], symbol="mm_probe")
+
+
+def _epilogue(call: LoopsCall) -> tuple[list[Operation], Value]:
+    """The pointwise nodes after the call that the graph computes into one value it stores
+    anyway, for a call or as an output (a GELU between two Linears: five nodes); with the views
+    they read through, and the value the probe outputs. A template's node may take them as its
+    epilogue (`fuse` decides, the same in the probe as in the graph); after ATen they are a
+    kernel of their own. Nodes that something else reads could be inlined there, a kernel only
+    ATen's side of the probe would pay: without one such value, there is no epilogue."""
+    block = call.parent
+    nodes: set[Operation] = set()
+    frontier = [call.result]
+    while frontier and len(nodes) <= EPILOGUE_MAX:
+        for user in consumers(frontier.pop(), block):
+            if type(user) is Pointwise and not is_realized(user) and user not in nodes:
+                nodes.add(user)
+                frontier.append(user.result)
+    while unkept := {n for n in nodes if not _stored_or_read_within(n, nodes)}:
+        nodes -= unkept
+    sinks = [n for n in nodes if _stored(n)]
+    if len(nodes) > EPILOGUE_MAX or len(sinks) != 1 or not consumers(call.result, block) <= nodes:
+        return [], call.result
+    read = {call.result} | {n.result for n in nodes if n not in sinks}
+    views = [op for op in block.ops if isinstance(op, View) and base_of(op.result) in read]
+    return [*nodes, *views], sinks[0].result
+
+
+def _stored(node: Operation) -> bool:
+    return any(isinstance(u, NEEDS_BUFFERS) for u in consumers(node.result, node.parent))
+
+
+def _stored_or_read_within(node: Operation, nodes: set[Operation]) -> bool:
+    return _stored(node) or consumers(node.result, node.parent) <= nodes
 
 
 def _typed(value: Value, call: LoopsCall) -> TensorType:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from mind.analysis.loops import producer
+from mind.analysis.loops import outer_tensors, producer
 from mind.dialects.loops import Load, LoopsCall, Pointwise, View, is_realized
 from mind.dialects.scheduled import ALONG_R, Node
 from mind.ir import dtypes as dt
@@ -163,7 +163,7 @@ def read_through(operand: Value) -> tuple[list[Operation], Value | None]:
             value = node.source
         elif type(node) is Pointwise and not is_realized(node) and _prologue_node(node):
             ops.append(node)
-            outer = _outer_tensors(node)
+            outer = outer_tensors(node)
             if not outer:
                 return ops, None
             value = outer[0]
@@ -177,15 +177,7 @@ def _prologue_node(node: Pointwise) -> bool:
     ops = node.body.ops
     loads = [op.source for op in ops if isinstance(op, Load)]
     kinds_ok = all(op.kind in PROLOGUE_KINDS for op in ops)
-    return kinds_ok and len(loads) <= 1 and _outer_tensors(node) == loads
-
-
-def _outer_tensors(node: Operation) -> list[Value]:
-    """The tensors a node's body reads from outside it."""
-    inner = {r for op in node.walk() for r in op.results}
-    inner |= {a for region in node.regions for a in region.block.args}
-    found = (v for op in node.walk() for v in op.operands if v not in inner)
-    return list(dict.fromkeys(v for v in found if isinstance(v.type, TensorType)))
+    return kinds_ok and len(loads) <= 1 and outer_tensors(node) == loads
 
 
 def _realize_source(operand: Value) -> None:

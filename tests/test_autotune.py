@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from mind.parser import parse
 from mind.passes import run_pipeline
 from mind.runtime import autotune, load, loader
@@ -302,6 +303,33 @@ def test_the_probe_runs_what_the_graph_would(timer, tmp_path, monkeypatch, faste
     assert any("tl.dot" in k for k in template) and "aten_bmm_default(" in probes[1]
     assert all(k in source for k in {"template": template, "aten": aten}[faster])
     assert ("tl.dot" in source) == (faster == "template")
+
+
+def test_the_probe_computes_the_epilogue_a_template_would_take(timer, tmp_path, monkeypatch):
+    """A GELU between two matmuls, stored for the second either way: the first matmul's probe
+    computes it too, inside the template's kernel (its epilogue) against a kernel of its own
+    after ATen's. A GELU that a reduction reads instead is left out: the graph could inline it
+    there, which only ATen's side would pay for."""
+    from mind.target import triton
+
+    autotune.set_timer(lambda fn: (fn(), 2.0 if fn.__name__ == "aten" else 1.0)[1])
+    probes = []
+    monkeypatch.setattr(triton, "emit", lambda module: probes.append(emit(module)) or probes[-1])
+
+    def fn(x, w1, w2):
+        h = F.gelu(x @ w1)
+        return h @ w2, F.gelu(x @ w2.t()).sum(-1)
+
+    x, w1, w2 = torch.randn(32, 24), torch.randn(24, 40), torch.randn(40, 24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        out = torch.compile(fn, backend="mind", mode="max-autotune")(x, w1, w2)
+    torch.testing.assert_close(out, fn(x, w1, w2), rtol=1e-4, atol=1e-4)
+    kernel = re.compile(r"def (triton_\w+)\(.*?\n\n\n", re.S)
+    found = [[("tl.dot" in m[0], "erf" in m[0]) for m in kernel.finditer(p)] for p in probes[:6]]
+    gelu_then_mm = [[(True, True)], [(False, True)]]  # the template; ATen's probe
+    mm, gelu_then_sum = [[(True, False)], []], [[(True, False)], []]
+    assert found == [*gelu_then_mm, *mm, *gelu_then_sum]
 
 
 MM_DUMP = """loops.graph @mm(%arg0_1: f32[32, 24][24, 1]cpu, %arg1_1: f32[24, 16][16, 1]cpu) {
