@@ -6,9 +6,10 @@ stored for the next matmul); it is compiled twice, through the template (its con
 load, runtime/autotune.py) and through ATen (its operands realized, as the graph would realize
 them), and both run under the timer on the same random inputs, of the sizes, strides and dtypes
 they have in the graph. So each side pays for what it makes the graph do: the template for the
-loads it fuses, ATen for the copies it needs and the epilogue's kernel. The answer is recorded in the
-tuning cache under both programs' source and the device, so a later compile of the same problem
-runs nothing. Where nothing can be timed (no GPU), it cannot tell, and mm-templates keeps ATen.
+loads it fuses, ATen for the copies it needs and the epilogue's kernel. The answer is recorded
+in the tuning cache under both programs' source and the device, so a later compile of the same
+problem runs nothing. Where nothing can be timed (no GPU), it cannot tell, and mm-templates
+keeps ATen.
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from mind.runtime import at_once, load
 from mind.runtime.autotune import timer_for
 from mind.runtime.cache import recall_tuning, remember_tuning
 
-#: the probe's pipelines: through the template, and through ATen (every kernel's configs tuned)
 #: the most nodes an epilogue of a probe holds
 EPILOGUE_MAX = 16
-
+#: the probe's pipelines: through the template, and through ATen (every kernel's configs tuned)
 PROBES = {
     way: f"{first}realize,inline,schedule,fuse,merge-loops,to-triton{{autotune=true}}"
     for way, first in (("template", "mm-templates{select=template},"), ("aten", ""))

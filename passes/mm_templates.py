@@ -15,8 +15,8 @@ from, that node is realized first: a template reloads each operand tile many tim
 `select` chooses: `aten` (the default: cuBLAS usually wins against an untuned template),
 `template` (every eligible matmul), or `autotune` (max-autotune, or `mind-opt` on a dump: a
 benchmark of the template against ATen decides, mind/tuning.py, once per problem and cached;
-where nothing can be timed, as with no GPU, ATen). Eligible: static sizes, m and n above 1, inputs and result of one dtype among f32, f16
-and bf16.
+where nothing can be timed, as with no GPU, ATen). Eligible: static sizes, m and n above 1,
+inputs and result of one dtype among f32, f16 and bf16.
 """
 
 from __future__ import annotations
