@@ -28,6 +28,8 @@ CHANNELS = {
     "cache": "the module and whole-graph caches: hits, misses, writes, files repaired",
     "launch": "kernels bound at load: compiled here or in a worker, the launcher chosen",
     "cudagraphs": "CUDA graphs: warm-up, recording, calls run unrecorded and why",
+    "autotune": "max-autotune: each launch's candidates timed and the winner, each matmul's "
+    "template against ATen",
 }
 
 

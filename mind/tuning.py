@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
+from collections.abc import Callable
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
@@ -25,12 +27,15 @@ from mind.dialects.common import Graph
 from mind.dialects.loops import LoopsCall, LoopsOutput, Pointwise, View, is_realized
 from mind.dialects.torch_types import to_torch, to_torch_device
 from mind.ir.core import Block, Module, Operation, Region, Value
+from mind.ir.logs import channel
 from mind.ir.types import TensorType, contiguous_strides
 from mind.passes.mm_templates import MATMULS, read_through
 from mind.passes.realize import NEEDS_BUFFERS
 from mind.runtime import at_once, load
-from mind.runtime.autotune import timer_for
+from mind.runtime.autotune import Timer, timer_for
 from mind.runtime.cache import recall_tuning, remember_tuning
+
+log = channel("autotune")
 
 #: the most nodes an epilogue of a probe holds
 EPILOGUE_MAX = 16
@@ -72,13 +77,29 @@ def _template_wins(call: LoopsCall) -> bool | None:
     def aten() -> None:
         programs["aten"].call(list(inputs))
 
-    times = {run.__name__: timer(run) for run in (template, aten)}
+    times = {run.__name__: _time(timer, run) for run in (template, aten)}
     winner = min(times, key=times.__getitem__)
+    if not math.isfinite(times[winner]):
+        return None
     problem = (
         f"{call.symbol}({', '.join(str(v.type) for v in call.values if isinstance(v, Value))})"
     )
     remember_tuning(key, interpret, {"winner": winner, "ms": times, "problem": problem})
+    log.info(
+        "%s: %s (template %.4f ms, ATen %.4f ms)",
+        problem, winner, times["template"], times["aten"],
+    )  # fmt: skip
     return winner == "template"
+
+
+def _time(timer: Timer, run: Callable[[], None]) -> float:
+    """Milliseconds per run, or inf where the run fails (a template too big for the device's
+    shared memory): it then loses, and the compile goes on."""
+    try:
+        return timer(run)
+    except Exception as exc:
+        log.info("the probe's %s failed: %s", run.__name__, exc)
+        return math.inf
 
 
 def probe(call: LoopsCall) -> Graph:

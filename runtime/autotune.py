@@ -28,12 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from mind.ir.logs import channel
 from triton import knobs
 
 from .cache import recall_tuning, remember_tuning
 from .gpu_timer import gpu_time
 from .interpreter import interpreted_language
 from .launch import Binding, Launcher, get_raw_stream, misaligned
+
+log = channel("autotune")
 
 #: milliseconds one run of a function takes
 Timer = Callable[[Callable[[], object]], float]
@@ -97,6 +100,11 @@ class Tuned:
             return self.choice
         times = self.measure(timer)
         self.choice = min(range(len(times)), key=times.__getitem__)
+        log.info(
+            "%s: %s in %.4f ms of %d candidates (the heuristic's %.4f ms)",
+            self.candidates[0].binding.name, names[self.choice], times[self.choice],
+            len(times), times[0],
+        )  # fmt: skip
         if math.isfinite(times[self.choice]):
             ints = [e for e in self.candidates[0].binding.signature if isinstance(e, int)]
             record = {"winner": names[self.choice], "candidates": names, "ms": times}

@@ -332,6 +332,51 @@ def test_the_probe_computes_the_epilogue_a_template_would_take(timer, tmp_path, 
     assert found == [*gelu_then_mm, *mm, *gelu_then_sum]
 
 
+def test_the_autotune_log_says_what_was_timed_and_won(timer, tmp_path, capsys):
+    """MIND_LOGS=autotune: each launch's winner among its candidates, each matmul's template
+    against ATen, with their times."""
+    import mind
+
+    autotune.set_timer(lambda fn: (fn(), 2.0 if fn.__name__ == "aten" else 1.0)[1])
+    x, w = torch.randn(32, 24), torch.randn(24, 16)
+    mind.set_logs("autotune")
+    try:
+        out = torch.compile(lambda x, w: (x @ w).relu(), backend="mind", mode="max-autotune")(x, w)
+    finally:
+        mind.set_logs("")
+    torch.testing.assert_close(out, (x @ w).relu())
+    err = capsys.readouterr().err
+    assert re.search(r"\[mind\.autotune\] aten\.mm\.default\(.*\): template \(template 1\.0000 ms, ATen 2\.0000 ms\)", err)  # fmt: skip
+    assert re.search(r"\[mind\.autotune\] triton_tem_\w+: triton_tem_\w+\(.*\) in [\d.]+ ms of \d+ candidates", err)  # fmt: skip
+
+
+def test_a_probe_that_fails_to_run_loses(timer, tmp_path):
+    """A side of the probe that cannot run (a template too big for the device) loses to the
+    other, and the compile goes on; where neither runs, ATen stays and nothing is recorded."""
+
+    def failing(side):
+        def timer(fn):
+            if fn.__name__ in side:
+                raise RuntimeError("out of resource: shared memory")
+            fn()
+            return 1.0
+
+        return timer
+
+    x, w = torch.randn(32, 24), torch.randn(24, 16)
+    for side, kept in ((("template",), "aten"), (("template", "aten"), None)):
+        torch._dynamo.reset()
+        autotune.set_timer(failing(side))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            out = torch.compile(lambda x, w: x @ w, backend="mind", mode="max-autotune")(x, w)
+        torch.testing.assert_close(out, x @ w)
+        winners = [json.loads(p.read_text()).get("winner") for p in records(tmp_path)]
+        assert [w for w in winners if w in ("template", "aten")] == ([kept] if kept else [])
+        for p in records(tmp_path):
+            p.unlink()
+
+
 MM_DUMP = """loops.graph @mm(%arg0_1: f32[32, 24][24, 1]cpu, %arg1_1: f32[24, 16][16, 1]cpu) {
   %mm = loops.extern @aten.mm.default(%arg0_1, %arg1_1) {input_strides = [[24, 1], [16, 1]]} : f32[32, 16][16, 1]cpu
   loops.output(%mm) {strides = [[16, 1]]}

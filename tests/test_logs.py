@@ -130,6 +130,7 @@ def test_channels_are_documented():
         "cache",
         "launch",
         "cudagraphs",
+        "autotune",
     }
 
 
