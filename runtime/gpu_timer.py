@@ -40,7 +40,9 @@ def gpu_time(fn: Callable[[], object]) -> float:
     fn()  # whatever loads lazily loads now
     torch.cuda.synchronize()
     host_ms, device_ms = _estimate(fn, flush)
-    runs = int(min(MAX_RUNS, max(MIN_RUNS, BUDGET_MS / max(device_ms, 1e-3))))
+    runs = min(MAX_RUNS, max(MIN_RUNS, BUDGET_MS / max(device_ms, 1e-3)))
+    # fewer where the host is slow, so that the longest sleep still covers queueing them all
+    runs = int(min(runs, max(MIN_RUNS, (MAX_SLEEP_MS - 1.0) / (1.5 * max(host_ms, 1e-3)))))
     events = [_events() for _ in range(runs)]
     sleep_ms = min(MAX_SLEEP_MS, 1.5 * host_ms * runs + 1.0)
     torch.cuda._sleep(int(sleep_ms * _cycles_per_ms(device)))
