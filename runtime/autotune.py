@@ -50,10 +50,10 @@ def set_timer(timer: Timer | None) -> None:
 
 def timer_for(device: torch.device) -> Timer | None:
     """What times runs on `device`: device time on a GPU (runtime/gpu_timer.py), nothing in the
-    interpreter."""
+    interpreter or where the GPU is missing (`mind-opt` on a dump of a GPU graph)."""
     if _TIMER:
         return _TIMER[0]
-    if device.type == "cuda" and not knobs.runtime.interpret:
+    if device.type == "cuda" and not knobs.runtime.interpret and torch.cuda.is_available():
         return gpu_time
     return None
 

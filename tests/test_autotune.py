@@ -402,6 +402,16 @@ def test_mind_opt_reruns_the_benchmarked_choice_on_a_dump(timer, tmp_path, capsy
     assert [w for w in winners if w in ("template", "aten")] == [faster]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a machine without a GPU")
+def test_mind_opt_keeps_aten_for_a_gpu_dump_where_there_is_no_gpu(tmp_path, capsys):
+    from mind.tools import mind_opt
+
+    dump = tmp_path / "mm.loops"
+    dump.write_text(MM_DUMP.replace("cpu", "cuda:0"))
+    assert mind_opt.main([str(dump), "--pass=mm-templates{select=autotune}"]) == 0
+    assert "loops.extern @aten.mm.default" in capsys.readouterr().out
+
+
 def test_without_a_timer_max_autotune_keeps_aten(isolated_runtime, tmp_path, monkeypatch):
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path / "dump"))
     x, w = torch.randn(32, 24), torch.randn(24, 16)
