@@ -61,15 +61,18 @@ def _template_wins(call: LoopsCall) -> bool | None:
     from mind.passes import run_pipeline
     from mind.target.triton import emit
 
-    sources = {way: emit(run_pipeline(Module([probe(call)]), p)) for way, p in PROBES.items()}
+    graphs = {way: probe(call) for way in PROBES}  # (each pipeline rewrites its own)
+    sources = {way: emit(run_pipeline(Module([graphs[way]]), p)) for way, p in PROBES.items()}
     interpret = device.type != "cuda"
     key = hashlib.sha256("\n".join(["mm-templates", *sources.values()]).encode()).hexdigest()
     record = recall_tuning(key, interpret)
     if record is not None and record.get("winner") in PROBES:
         return record["winner"] == "template"
     with at_once():  # it runs now, inside the backend's overlapped compile
-        programs = {way: load(text, f"mm_probe_{way}", interpret=interpret) for way, text in sources.items()}  # fmt: skip
-    inputs = [_random(v.type) for v in probe(call).body.args]
+        programs = {
+            way: load(text, f"mm_probe_{way}", interpret=interpret) for way, text in sources.items()
+        }
+    inputs = [_random(v.type) for v in graphs["aten"].body.args]
 
     def template() -> None:
         programs["template"].call(list(inputs))

@@ -150,7 +150,7 @@ def _epilogue(call: LoopsCall, mm: Value, ibias: int | None, acc: dt.DType):
 
 def read_through(operand: Value) -> tuple[list[Operation], Value | None]:
     """What a template reads `operand` through, from the operand back: the views, and the
-    unrealized pointwise nodes that load one tensor once and cast or scale it (`_prologue_node`),
+    unrealized pointwise nodes that load one tensor once and cast or scale it (`_prologue_loads`),
     which `inline` folds into the template's loads; and the value they start from (None: they
     load nothing), which the template reads as a buffer. mind/tuning.py's probe times the
     template through the same."""
@@ -161,23 +161,25 @@ def read_through(operand: Value) -> tuple[list[Operation], Value | None]:
         if isinstance(node, View):
             ops.append(node)
             value = node.source
-        elif type(node) is Pointwise and not is_realized(node) and _prologue_node(node):
+        elif type(node) is Pointwise and not is_realized(node):
+            loads = _prologue_loads(node)
+            if loads is None:
+                return ops, value
             ops.append(node)
-            outer = outer_tensors(node)
-            if not outer:
+            if not loads:
                 return ops, None
-            value = outer[0]
+            value = loads[0]
         else:
             return ops, value
 
 
-def _prologue_node(node: Pointwise) -> bool:
-    """Whether a template reads through the node: its body loads at most one tensor, once, and
-    does only what PROLOGUE_KINDS lists."""
+def _prologue_loads(node: Pointwise) -> list[Value] | None:
+    """What a template reading through the node loads (at most one tensor, once), or None where
+    it cannot read through: the body loads more, or does more than PROLOGUE_KINDS lists."""
     ops = node.body.ops
     loads = [op.source for op in ops if isinstance(op, Load)]
     kinds_ok = all(op.kind in PROLOGUE_KINDS for op in ops)
-    return kinds_ok and len(loads) <= 1 and outer_tensors(node) == loads
+    return loads if kinds_ok and len(loads) <= 1 and outer_tensors(node) == loads else None
 
 
 def _realize_source(operand: Value) -> None:

@@ -27,16 +27,14 @@ BUDGET_MS, MIN_RUNS, MAX_RUNS = 40.0, 10, 100
 #: the longest the GPU sleeps while the host queues the runs
 MAX_SLEEP_MS = 500.0
 
-_FLUSH: dict[int, torch.Tensor] = {}
 _CYCLES_PER_MS: dict[int, float] = {}
 
 
 def gpu_time(fn: Callable[[], object]) -> float:
     """Median device milliseconds of `fn`'s runs on the current CUDA device and stream."""
     device = torch.cuda.current_device()
-    flush = _FLUSH.get(device)
-    if flush is None:
-        flush = _FLUSH[device] = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    # (allocated each time, as do_bench does: kept, it would hold 256 MiB of the program's GPU)
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     fn()  # whatever loads lazily loads now
     torch.cuda.synchronize()
     host_ms, device_ms = _estimate(fn, flush)
