@@ -53,7 +53,6 @@ def mind_backend(
     """The Dynamo backend: AOTAutograd over mind-compiled ATen graphs, or `gm` itself if even
     capture fails. `mode` and `options` are torch.compile's (see mind.options)."""
     opts = resolve_options(mode, options)
-    collector.quiet_while_dynamo_compiles()
     cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
     if cuda:
         compile_pool.start()  # its workers start while Dynamo, AOTAutograd and the passes run

@@ -15,9 +15,11 @@ waits for its end.
 
 Each compile Dynamo runs (a frame's trace and its backend; a lazy backward) is quieted through
 Dynamo's compile callbacks, registered when mind's backend loads (which `backend="mind"` does,
-before the first trace) and again at each graph mind compiles: `torch._dynamo.reset()` drops
-them. They serve other backends' compiles in the process too: quieting changes nothing a compile
-makes, only what its collections scan."""
+before the first trace). `torch._dynamo.reset()` clears every callback, to leave Dynamo as in a
+new process; in a new process that loaded mind they are registered, so the reset puts them back
+(Dynamo has no hook after its clear: the handler's `clear` is wrapped). They serve other
+backends' compiles in the process too: quieting changes nothing a compile makes, only what its
+collections scan."""
 
 from __future__ import annotations
 
@@ -79,11 +81,25 @@ def _restore() -> None:
 
 
 def quiet_while_dynamo_compiles() -> None:
-    """Register (again, after a reset) Dynamo's compile callbacks that quiet the collector."""
+    """Register Dynamo's compile callbacks that quiet the collector, and again after each of
+    Dynamo's resets."""
     handler = torch._dynamo.callback_handler
     if _dynamo_compile_starts not in handler.start_callbacks:
         handler.register_start_callback(_dynamo_compile_starts)
         handler.register_end_callback(_dynamo_compile_ends)
+    if not getattr(handler.clear, "keeps_mind_quiet", False):
+        handler.clear = _clear_then_register(handler.clear)
+
+
+def _clear_then_register(clear: Callable[[], None]) -> Callable[[], None]:
+    def clear_then_register() -> None:
+        try:
+            clear()
+        finally:
+            quiet_while_dynamo_compiles()
+
+    clear_then_register.keeps_mind_quiet = True  # type: ignore[attr-defined]
+    return clear_then_register
 
 
 def _dynamo_compile_starts(_: object) -> None:
