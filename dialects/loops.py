@@ -313,14 +313,15 @@ def _verify_scatter(op: Scatter) -> None:
 def _verify_overwrite(op: Scatter) -> None:
     """A scatter into a graph input (AOTAutograd's input mutations, kept in the graph) writes
     each element once, plainly (no mode, no indirect index), and only its own element where
-    its body reads the input; its result, the input's new memory, is read by nothing (the
-    change is the graph's effect), and the graph's other reads of the input come before it."""
+    its body reads the input; its result, the input's new memory, is read by nothing but the
+    graph's output (a mutated input the graph returns: `x.mul_(2)`), and the graph's other
+    reads of the input come before it."""
     term, target = op.body.terminator, op.target
     if op.mode is not None or not isinstance(term, YieldAt) or term.indirect:
         raise VerifyError(
             f"'{op.name}' overwrites input '%{target.name}' by a mode or an indirect index", op.loc
         )
-    if op.result.users:
+    if any(not isinstance(user, Output) for user in op.result.users):
         raise VerifyError(
             f"'{op.name}' overwrites input '%{target.name}', but its result is read", op.loc
         )

@@ -71,6 +71,10 @@ def _read_then_add(x, y):
     return z + y
 
 
+def _returned(x, y):
+    return x.mul_(2).add_(y)
+
+
 def _flip(x):
     x.copy_(x.flip(0))
     return x.sum()
@@ -86,6 +90,8 @@ CASES = {
     ),
     "chained_in_place": (_chained, lambda: (torch.randn(5), torch.randn(5)), True),
     "read_then_add": (_read_then_add, lambda: (torch.randn(3, 4), torch.randn(3, 4)), True),
+    # the input, overwritten, is the output too
+    "returned": (_returned, lambda: (torch.randn(3, 4), torch.randn(3, 4)), True),
     # the new values read the input elsewhere: they get a buffer, which ATen copies in
     "flip": (_flip, lambda: (torch.randn(6),), False),
 }
@@ -102,6 +108,16 @@ def test_in_place_ops_on_inputs_match_eager(name, tmp_path, monkeypatch):
         torch.testing.assert_close(a, r)
     assert ("aten.copy_" not in source) == own
     assert outputs(source) == 1
+
+
+def test_an_overwritten_input_the_graph_returns_is_returned_itself(tmp_path, monkeypatch):
+    """`x.relu_()` returns `x`: the compiled call too (it fell back to eager, the verifier
+    refusing a read of the input's new memory)."""
+    x = torch.randn(8, 32)
+    want = x.clone().relu_()
+    got, source = compiled(torch.Tensor.relu_, x, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    assert got is x and torch.equal(x, want)
+    assert "return (arg0_1,)" in source and "aten.copy_" not in source
 
 
 def test_batch_norm_under_no_grad_updates_its_running_stats(tmp_path, monkeypatch):
