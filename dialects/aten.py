@@ -64,7 +64,7 @@ from .collectives import (
     torch_target,
 )
 from .common import Call, ConstantTensor, Output, add_graph_ops
-from .pyobjects import from_attr, qualified_name, resolve, to_attr, type_of
+from .pyobjects import from_attr, is_complex, qualified_name, resolve, to_attr, type_of
 from .torch_types import from_torch, to_torch, to_torch_device
 
 
@@ -110,10 +110,11 @@ def _resolve(name: str) -> OpDef | None:
     )
 
 
-#: a Tensor argument: an SSA value, a number the dispatcher wraps (`aten.mul.Tensor(%x, 2)`),
+#: a Tensor argument: an SSA value, a number the dispatcher wraps (`aten.mul.Tensor(%x, 2)`,
+#: `aten.mul.Tensor(%z, @builtins.complex(0.0, 2.0))`),
 #: or none, which torch's argument parser passes as an undefined tensor (AOTAutograd's graphs
 #: pass one for an output a forward did not compute: cuDNN attention's `cum_seq_q` on torch 2.11)
-_TENSOR = value() | NUMBER | NONE
+_TENSOR = value() | NUMBER | Constraint("complex", is_complex) | NONE
 #: an element of a Tensor[] or Tensor?[] (an index's): a value, or none where optional; the
 #: dispatcher wraps no number in a list
 _TENSOR_ITEMS = {"Tensor": value(TENSOR), "Optional[Tensor]": value(TENSOR) | NONE}

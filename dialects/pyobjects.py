@@ -33,8 +33,9 @@ _TORCH_CONSTANTS = {
     for name in ("strided", "sparse_coo", "contiguous_format", "channels_last", "preserve_format")
     for obj in [getattr(torch, name)]
 }
-#: objects built from arguments in IR text, `@builtins.slice(none, 2, none)`
-_CONSTRUCTORS = {"builtins.slice": slice}
+#: objects built from arguments in IR text, `@builtins.slice(none, 2, none)`,
+#: `@builtins.complex(0.0, 2.0)`
+_CONSTRUCTORS = {"builtins.slice": slice, "builtins.complex": complex}
 #: DTensor placements (arguments of `redistribute`, `from_local`, `to_local`), by class name:
 #: the fields that build one again, `@torch.distributed.tensor.Shard(0)`
 _PLACEMENTS = {"Shard": ("dim",), "Replicate": (), "Partial": ("reduce_op",)}
@@ -48,6 +49,11 @@ def _placement(arg: Any) -> PyCall | None:
     if fields is None or not cls.__module__.startswith(_PLACEMENT_MODULE):
         return None
     return PyCall(f"{_PLACEMENT_MODULE}.{cls.__name__}", tuple(getattr(arg, f) for f in fields))
+
+
+def is_complex(attr: Any) -> bool:
+    """Whether an attribute is a complex number (`@builtins.complex(0.0, 2.0)`)."""
+    return isinstance(attr, PyCall) and attr.path == "builtins.complex"
 
 
 def _constructor(path: str) -> Any:
@@ -159,6 +165,8 @@ def to_attr(arg: Any, values: dict[torch.fx.Node, Value]) -> Any:
         return {k: to_attr(v, values) for k, v in arg.items()}
     if isinstance(arg, slice):
         return PyCall("builtins.slice", to_attr((arg.start, arg.stop, arg.step), values))
+    if isinstance(arg, complex):
+        return PyCall("builtins.complex", (arg.real, arg.imag))
     placement = _placement(arg)
     if placement is not None:
         return placement

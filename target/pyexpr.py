@@ -11,7 +11,7 @@ from typing import Any
 
 import sympy
 from mind.ir import dtypes as dt
-from mind.ir.attributes import PyRef
+from mind.ir.attributes import PyCall, PyRef
 from mind.ir.core import Value
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import Device, DType
@@ -129,7 +129,13 @@ def py_literal(value: Any, name: Callable[[Value], str], device: Callable[[Devic
         return device(value)
     if isinstance(value, PyRef) and value.path.startswith("torch.") and is_dotted(value.path):
         return value.path
+    if isinstance(value, PyCall) and value.path in _BUILTIN_CALLS:
+        return f"{value.path.removeprefix('builtins.')}({', '.join(lit(x) for x in value.args)})"
     raise MindError(f"cannot pass {value!r} to a Python call")
+
+
+#: the objects built from arguments (`@builtins.complex(0.0, 2.0)`) that a call passes as built
+_BUILTIN_CALLS = ("builtins.complex", "builtins.slice")
 
 
 def is_dotted(path: str) -> bool:

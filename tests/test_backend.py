@@ -253,6 +253,21 @@ def test_every_dump_reloads(tmp_path, monkeypatch):
         assert str(mind.parse(text, name)) == text, name
 
 
+def test_complex_numbers_in_a_graph_match_eager_without_fallback():
+    """A complex scalar (`z * 2j`, `torch.full(.., 1 + 2j)`) is an argument the IR writes as
+    `@builtins.complex(re, im)`: the graph fell back, the argument having no text."""
+    x = torch.randn(8, 32)
+    programs = (
+        lambda x: torch.view_as_real(torch.view_as_complex(x.view(8, 16, 2)) * 2j).sum(-1),
+        lambda x: torch.view_as_real(torch.full((3,), 1 + 2j)) + x[:3, :2],
+    )
+    for fn in programs:
+        torch._dynamo.reset()
+        out, warned = run(fn, x)
+        assert warned == []
+        torch.testing.assert_close(out, fn(x))
+
+
 def test_symbolic_sizes_match_eager_without_fallback():
     compiled = torch.compile(seed, backend="mind", dynamic=True)
     with warnings.catch_warnings(record=True) as caught:
