@@ -219,9 +219,10 @@ def same_layout(shape: tuple[IntLike, ...], strides: Strides, expected: Strides)
 
 
 def _place_views(block: Block) -> None:
-    """An extern call or a graph output needs memory: a view there becomes its buffer
-    reinterpreted when that gives the strides needed (one per view and layout), a copy otherwise
-    (one per view); an identity view is replaced by its source."""
+    """An extern call or a graph output needs memory: a view there (an argument, or a call's
+    keyword argument) becomes its buffer reinterpreted when that gives the strides needed (one
+    per view and layout), a copy otherwise (one per view); an identity view is replaced by its
+    source."""
     fixed = _fixed_layouts(block)
     copies: dict[Value, Value] = {}
     aliases: dict[tuple[Value, Strides], Value] = {}
@@ -245,6 +246,8 @@ def _place_views(block: Block) -> None:
         if isinstance(op, NEEDS_BUFFERS):
             needed = iter(required_strides(op))
             op.args = map_values(op.args, lambda v, op=op, it=needed: place(op, v, next(it)))
+            # a call's keyword arguments (`attn_mask=`), in any layout
+            op.attrs = map_values(dict(op.attrs), lambda v, op=op: place(op, v, None))
 
 
 def _reinterpretation(

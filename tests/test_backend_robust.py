@@ -220,6 +220,21 @@ def test_an_aten_call_with_a_tensor_keyword_compiles():
     torch.testing.assert_close(got, attention(q, k, v, m))
 
 
+def test_an_aten_call_with_a_view_as_a_tensor_keyword_compiles():
+    """A mask that is a view of a computed tensor (timm's BEiT: a relative position bias,
+    gathered, permuted, copied, unsqueezed) is passed as its buffer reinterpreted; the graph
+    fell back, the call left reading the view."""
+
+    def attention(q, table, index):
+        bias = table[index.view(-1)].view(5, 5, 2).permute(2, 0, 1).contiguous()
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=bias.unsqueeze(0))
+
+    q, table, index = torch.randn(3, 2, 5, 8), torch.randn(9, 2), torch.randint(0, 9, (5, 5))
+    with no_fallback():
+        got = torch.compile(attention, backend="mind")(q, table, index)
+    torch.testing.assert_close(got, attention(q, table, index))
+
+
 EMBEDDING_BAGS = {
     "sum": {"mode": "sum"},
     "mean": {"mode": "mean"},
