@@ -92,6 +92,9 @@ def quiet_while_dynamo_compiles() -> None:
 
 
 def _clear_then_register(clear: Callable[[], None]) -> Callable[[], None]:
+    """The handler's `clear`, then mind's callbacks registered again (also where the clear
+    raises: it empties the lists before it checks for callbacks still pending)."""
+
     def clear_then_register() -> None:
         try:
             clear()

@@ -99,6 +99,10 @@ def py_expr(expr: Any, names: Callable[[str], str], minmax=("tl.minimum", "tl.ma
     raise MindError(f"cannot emit index expression '{expr}'")
 
 
+#: the objects built from arguments (`@builtins.complex(0.0, 2.0)`) that a call passes as built
+_BUILTIN_CALLS = ("builtins.complex", "builtins.slice")
+
+
 def py_literal(value: Any, name: Callable[[Value], str], device: Callable[[Device], str]) -> str:
     """An attribute value as a Python expression for the wrapper (ATen call arguments);
     `device` names a module-level torch.device."""
@@ -132,10 +136,6 @@ def py_literal(value: Any, name: Callable[[Value], str], device: Callable[[Devic
     if isinstance(value, PyCall) and value.path in _BUILTIN_CALLS:
         return f"{value.path.removeprefix('builtins.')}({', '.join(lit(x) for x in value.args)})"
     raise MindError(f"cannot pass {value!r} to a Python call")
-
-
-#: the objects built from arguments (`@builtins.complex(0.0, 2.0)`) that a call passes as built
-_BUILTIN_CALLS = ("builtins.complex", "builtins.slice")
 
 
 def is_dotted(path: str) -> bool:
