@@ -7,15 +7,15 @@ load, runtime/autotune.py) and through ATen (its operands realized, as the graph
 them), and both run under the timer on the same random inputs, of the sizes, strides and dtypes
 they have in the graph. So each side pays for what it makes the graph do: the template for the
 loads it fuses, ATen for the copies it needs and the epilogue's kernel. The answer is recorded
-in the tuning cache under both programs' source and the device, so a later compile of the same
-problem runs nothing. Where nothing can be timed (no GPU), it cannot tell, and mm-templates
-keeps ATen.
+in the tuning cache under the probe's text and what compiles it (the pipelines, mind's source,
+the torch and Triton versions, the device), so a later compile of the same problem, a later
+layer's included, compiles and runs nothing. Where nothing can be timed (no GPU), it cannot
+tell, and mm-templates keeps ATen.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 from collections.abc import Callable
 
@@ -33,7 +33,7 @@ from mind.passes.mm_templates import MATMULS, read_through
 from mind.passes.realize import NEEDS_BUFFERS
 from mind.runtime import at_once, load
 from mind.runtime.autotune import Timer, timer_for
-from mind.runtime.cache import recall_tuning, remember_tuning
+from mind.runtime.cache import graph_key, recall_tuning, remember_tuning
 
 log = channel("autotune")
 
@@ -61,18 +61,21 @@ def _template_wins(call: LoopsCall) -> bool | None:
     from mind.passes import run_pipeline
     from mind.target.triton import emit
 
-    graphs = {way: probe(call) for way in PROBES}  # (each pipeline rewrites its own)
-    sources = {way: emit(run_pipeline(Module([graphs[way]]), p)) for way, p in PROBES.items()}
     interpret = device.type != "cuda"
-    key = hashlib.sha256("\n".join(["mm-templates", *sources.values()]).encode()).hexdigest()
+    graph = probe(call)
+    # the probe's text and the compiler (pipelines, mind's source, versions, device) decide both
+    # programs: a problem met again (each layer's) is answered without compiling them
+    key = graph_key(str(Module([graph])), "\n".join(PROBES.values()), interpret)
     record = recall_tuning(key, interpret)
     if record is not None and record.get("winner") in PROBES:
         return record["winner"] == "template"
+    inputs = [_random(v.type) for v in graph.body.args]
+    graphs = {"template": graph, "aten": probe(call)}  # (each pipeline rewrites its own)
+    sources = {way: emit(run_pipeline(Module([graphs[way]]), p)) for way, p in PROBES.items()}
     with at_once():  # it runs now, inside the backend's overlapped compile
         programs = {
             way: load(text, f"mm_probe_{way}", interpret=interpret) for way, text in sources.items()
         }
-    inputs = [_random(v.type) for v in graphs["aten"].body.args]
 
     def template() -> None:
         programs["template"].call(list(inputs))
@@ -126,6 +129,8 @@ def probe(call: LoopsCall) -> Graph:
     for op in block.ops:
         if op in ops:
             body.append(op.clone(vmap))
+    for i, result in enumerate(r for op in body.ops for r in op.results):
+        result.name = f"v{i}"  # named by position: each layer's probe of a problem prints alike
     body.append(LoopsOutput.build("loops.output", values=[vmap[out]]))
     return Graph.build("loops.graph", regions=[Region(body)], symbol="mm_probe")
 

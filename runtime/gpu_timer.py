@@ -8,8 +8,8 @@ while a graph compiles), the GPU waits between the two events and the wait is ti
 while BERT compiled, ATen's attention bmm timed 35 to 56 µs in different compiles (26 µs in the
 graph; launching it took the host 30-40 µs there), and lost to a template once. Here the runs
 are queued behind a GPU sleep long enough for the host to queue them all (Inductor's benchmarker
-does the same), so only the device's work between the events counts. Each run first zeroes a buffer larger than any L2, as
-do_bench does; the median run is the answer.
+does the same), so only the device's work between the events counts. Each run first zeroes a
+buffer larger than any L2, as do_bench does; the median run is the answer.
 """
 
 from __future__ import annotations

@@ -332,6 +332,27 @@ def test_the_probe_computes_the_epilogue_a_template_would_take(timer, tmp_path, 
     assert found == [*gelu_then_mm, *mm, *gelu_then_sum]
 
 
+def test_a_problem_met_again_is_answered_without_compiling_its_probe(timer, monkeypatch):
+    """Two matmuls of one problem (as a model's layers repeat theirs): the first's probe is
+    compiled and timed, both ways; the second, the same graph but for its values' names, is
+    answered from the record."""
+    from mind.target import triton
+
+    autotune.set_timer(lambda fn: (fn(), 2.0 if fn.__name__ == "aten" else 1.0)[1])
+    probes = []
+    monkeypatch.setattr(triton, "emit", lambda m: probes.append(m) or emit(m))
+
+    def fn(x, y, w1, w2):
+        return (x @ w1).relu(), (y.tanh() @ w2).relu()
+
+    args = torch.randn(32, 24), torch.randn(32, 24), torch.randn(24, 16), torch.randn(24, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        out = torch.compile(fn, backend="mind", mode="max-autotune")(*args)
+    torch.testing.assert_close(out, fn(*args))
+    assert len(probes) == 3  # the first problem's probe, through the template and ATen; the graph
+
+
 def test_the_autotune_log_says_what_was_timed_and_won(timer, tmp_path, capsys):
     """MIND_LOGS=autotune: each launch's winner among its candidates, each matmul's template
     against ATen, with their times."""
