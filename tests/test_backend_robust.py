@@ -235,6 +235,22 @@ def test_an_aten_call_with_a_view_as_a_tensor_keyword_compiles():
     torch.testing.assert_close(got, attention(q, table, index))
 
 
+def test_a_cat_with_a_piece_empty_along_its_dim_compiles():
+    """A partial rotary whose rotary part covers the whole head (transformers' Phi-3) joins an
+    empty pass-through: that piece joins nothing. The graph fell back, its cat lowered to a
+    `where` with no condition."""
+
+    def rotate(q, cos, sin):
+        rot, rest = q[..., :8], q[..., 8:]
+        halves = torch.cat((-rot[..., 4:], rot[..., :4]), dim=-1)
+        return torch.cat((rot * cos + halves * sin, rest), dim=-1)
+
+    q, cos, sin = torch.randn(2, 3, 5, 8), torch.randn(5, 8), torch.randn(5, 8)
+    with no_fallback():
+        got = torch.compile(rotate, backend="mind")(q, cos, sin)
+    torch.testing.assert_close(got, rotate(q, cos, sin))
+
+
 EMBEDDING_BAGS = {
     "sum": {"mode": "sum"},
     "mean": {"mode": "mean"},

@@ -42,8 +42,9 @@ def masked_load(b, x, index, mask):
 def cat(ctx, tensors, dim=0):
     out = ctx.out
     dim = norm_dim(dim, out.rank)
-    # legacy empty 1-d inputs join nothing; when all are, the result is empty too
-    parts = [t for t in tensors if not (t.type.rank == 1 and t.type.shape[0] == 0)] or tensors[:1]
+    # pieces empty along `dim` (a partial rotary's pass-through of width 0) join nothing, nor
+    # do legacy empty 1-d inputs of another rank; when all are, the result is empty too
+    parts = [t for t in tensors if not _joins_nothing(t, dim)] or tensors[:1]
     size = out.shape[dim]
 
     def body(b, idx):
@@ -61,6 +62,11 @@ def cat(ctx, tensors, dim=0):
         return value
 
     return ctx.pointwise(out.dtype, out.shape, body)
+
+
+def _joins_nothing(t, dim: int) -> bool:
+    shape = t.type.shape
+    return (t.type.rank == 1 and shape[0] == 0) or shape[dim] == 0
 
 
 @register_lowering(aten.constant_pad_nd)
