@@ -44,6 +44,7 @@ from .common import (  # noqa: F401  (is_buffer: re-exported)
     verify_overwrite,
     verify_sole_reader,
 )
+from .index_symbols import verify_loop_vars, verify_size_symbols
 from .reductions import REDUCTIONS, SINGLE_KINDS
 from .scalar_ops import register_scalar_ops
 from .scans import SCAN_KINDS, SCANS, SORT_OUTPUTS
@@ -214,6 +215,8 @@ def _verify_body(op: Pointwise) -> None:
     _check_yield(op, expected, kind.name if kind is not None and kind.is_index else None)
     if kind is not None and 0 in op.reduction_ranges and not kind.empty_is_neutral:
         raise VerifyError(f"'{op.name}' {kind.name} over no element has no value", op.loc)
+    ranges = op.reduction_ranges if isinstance(op, Reduction) else ()
+    verify_loop_vars(op, op.result.type.rank + len(ranges))
 
 
 def _verify_along_axis(op: Scan | Sort) -> None:
@@ -222,6 +225,7 @@ def _verify_along_axis(op: Scan | Sort) -> None:
     rank = op.result.type.rank
     if not 0 <= op.axis < rank:
         raise VerifyError(f"'{op.name}' axis {op.axis} is not a dim of {op.result.type}", op.loc)
+    verify_loop_vars(op, rank)
     result = op.result.type.dtype
     if isinstance(op, Scan):
         kind = SCANS[op.scan_type]
@@ -245,6 +249,7 @@ def _verify_view(op: View) -> None:
         raise VerifyError(
             f"'{op.name}' needs {op.source.type.rank} index expressions for its source", op.loc
         )
+    verify_loop_vars(op, op.result.type.rank)
 
 
 class Scatter(Op):
@@ -299,6 +304,7 @@ def _verify_scatter(op: Scatter) -> None:
     term = op.body.terminator
     if not isinstance(term, YieldAt):
         raise VerifyError(f"'{op.name}' body must end with a yield_at", op.loc)
+    verify_loop_vars(op, len(op.ranges))
     if len(term.index) != t.rank:
         raise VerifyError(
             f"'{term.name}' needs {t.rank} index expressions for the target", term.loc
@@ -360,7 +366,7 @@ class LoopsOutput(Output):
 
 
 LOOPS = register_dialect(Dialect("loops"))
-add_graph_ops(LOOPS, LoopsOutput)
+add_graph_ops(LOOPS, LoopsOutput, verify=verify_size_symbols)
 LOOPS.add("pointwise", Pointwise, verify=_verify_body)
 LOOPS.add("reduction", Reduction, verify=_verify_body)
 LOOPS.add("scan", Scan, verify=_verify_along_axis)

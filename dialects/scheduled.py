@@ -38,6 +38,7 @@ from .common import (
     verify_overwrite,
     verify_sole_reader,
 )
+from .index_symbols import verify_loop_vars, verify_size_symbols
 from .loops import INDIRECT, ORIGINS, TEMPLATES, Load, register_body_ops
 from .reductions import KINDS, REDUCTIONS
 from .scans import SCAN_KINDS, SCANS
@@ -173,6 +174,7 @@ def _verify_writes(op: Node | Extern) -> None:
 
 def _verify_node(op: Node) -> None:
     _verify_writes(op)
+    verify_loop_vars(op, len(op.sizes[0]) + len(op.sizes[1]))
     reduces = next((inner for inner in op.body.ops if isinstance(inner, ALONG_R)), None)
     if reduces is not None and not op.sizes[1]:
         raise VerifyError(f"'{reduces.name}' in a node with no r sizes to run over", reduces.loc)
@@ -256,7 +258,9 @@ def _verify_update(op: Node) -> None:
 
 
 def _verify_graph(op: Operation) -> None:
-    """Nodes have names of their own (passes and kernels are named after them)."""
+    """Nodes have names of their own (passes and kernels are named after them); their indices
+    read sizes the graph binds."""
+    verify_size_symbols(op)
     seen: set[str] = set()
     for inner in op.body.ops:
         if isinstance(inner, Node):

@@ -121,10 +121,10 @@ def test_an_exception_in_emit_is_an_internal_error(monkeypatch, capsys):
 
 
 def test_a_size_symbol_named_like_a_block_size_is_an_error(tmp_path, capsys):
-    """`XBLOCK` in an index became a second kernel parameter of that name (a SyntaxError)."""
-    text = """loops.graph @g(%x: f32[4, 8][8, 1]cpu) {
-  %add = loops.pointwise {origins = ["add"]} : f32[8, 4][4, 1]cpu {
-    %0 = loops.load(%x, p0 + 8*XBLOCK) : f32
+    """A size `XBLOCK` became a second kernel parameter of that name (a SyntaxError)."""
+    text = """loops.graph @g(%x: f32[4, XBLOCK][XBLOCK, 1]cpu) {
+  %add = loops.pointwise {origins = ["add"]} : f32[4, XBLOCK][XBLOCK, 1]cpu {
+    %0 = loops.load(%x, XBLOCK*p0 + p1) : f32
     loops.yield(%0)
   }
   loops.output(%add)
