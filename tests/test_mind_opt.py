@@ -34,6 +34,15 @@ def test_missing_input_is_exit_code_1(tool, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("tool", [mind_opt, mind_translate])
+def test_input_that_is_not_utf8_is_a_clean_error_saying_where(tool, tmp_path, capsys):
+    path = tmp_path / "latin1.loops"
+    path.write_bytes("loops.graph @g() {\n  // café\n}\n".encode("latin-1"))
+    code, out, err = run(tool, [path], capsys)
+    assert (code, out) == (1, "")
+    assert err.endswith(f"cannot read '{path}': not UTF-8 text: byte 0xe9 at 2:9\n")
+
+
+@pytest.mark.parametrize("tool", [mind_opt, mind_translate])
 def test_output_in_a_missing_folder_is_a_clean_error(tool, tmp_path, capsys):
     target = tmp_path / "nodir" / "out"
     code, _, err = run(tool, [SCHEDULED, "-o", target], capsys)

@@ -5,6 +5,7 @@ for a replaced file."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -12,11 +13,21 @@ import tempfile
 
 
 def read_input(path: str) -> tuple[str, str]:
-    """The text and the name diagnostics use for it; raises OSError for an unreadable file."""
+    """The text and the name diagnostics use for it; raises OSError for an unreadable file, and
+    for one that is not UTF-8 text (saying where the first bad byte is)."""
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    with open(path, encoding="utf-8") as f:
-        return f.read(), path
+        data, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        with open(path, "rb") as f:
+            data, name = f.read(), path
+    try:
+        return data.decode("utf-8"), name
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise OSError(
+            errno.EILSEQ, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at {line}:{column}"
+        ) from None
 
 
 def write_output(data: str | bytes, path: str) -> None:
