@@ -23,15 +23,20 @@ from typing import Any
 
 import torch
 import torch.fx
-from mind.ir.attributes import attr_key
+from mind.ir.attributes import PyRef, attr_key
 from mind.ir.constraints import (
     ANY,
     ANY_TYPE,
+    BOOL,
+    DEVICE,
+    DTYPE,
     INDEX,
     INT,
     NONE,
     NUMBER,
     OPAQUE,
+    SCALAR,
+    STR,
     SYM,
     TENSOR,
     Constraint,
@@ -44,6 +49,7 @@ from mind.ir.diagnostics import MindError, located
 from mind.ir.logs import quiet
 from mind.ir.opdef import (
     ArgField,
+    AttrField,
     Field,
     OpDecl,
     OpDef,
@@ -64,7 +70,15 @@ from .collectives import (
     torch_target,
 )
 from .common import Call, ConstantTensor, Output, add_graph_ops
-from .pyobjects import from_attr, is_complex, qualified_name, resolve, to_attr, type_of
+from .pyobjects import (
+    TORCH_ENUMS,
+    from_attr,
+    is_complex,
+    qualified_name,
+    resolve,
+    to_attr,
+    type_of,
+)
 from .torch_types import from_torch, to_torch, to_torch_device
 
 
@@ -91,9 +105,10 @@ def _resolve(name: str) -> OpDef | None:
         return None
     schema = target._schema
     fields: list[Field] = [
-        ArgField(_constraint(a.real_type), a.has_default_value(), a.name)
+        (AttrField if a.kwarg_only else ArgField)(
+            _constraint(a.real_type), a.has_default_value(), a.name
+        )
         for a in schema.arguments
-        if not a.kwarg_only
     ]
     if any(isinstance(r.type, torch.ListType) for r in schema.returns):
         fields.append(VarResultField(_RESULT, name="results"))
@@ -124,10 +139,36 @@ _INT = INDEX | value(SYM)
 _RESULT = TENSOR | OPAQUE
 
 
+def _torch_enum(kind: str) -> Constraint:
+    """One of torch's constants of a schema type (`@torch.channels_last` for a MemoryFormat)."""
+    paths = {f"torch.{name}" for name in TORCH_ENUMS[kind]}
+    return Constraint(
+        " | ".join(f"@{p}" for p in sorted(paths)),
+        lambda x: isinstance(x, PyRef) and x.path in paths,
+    )
+
+
+#: an SSA value standing for a Python number or bool (a SymFloat's, a SymBool's, an item's)
+_PY_VALUE = value(SYM | SCALAR | OPAQUE)
+#: what an argument of a schema type holds, beyond tensors and ints: a dtype, a device, a
+#: torch constant, or a Python value (a float also as an int or a symbolic expression; a
+#: Scalar also as a complex number)
+_SCHEMA_TYPES: dict[str, Constraint] = {
+    "ScalarType": DTYPE,
+    "Device": DEVICE,
+    "Layout": _torch_enum("Layout"),
+    "MemoryFormat": _torch_enum("MemoryFormat"),
+    "bool": BOOL | _PY_VALUE,
+    "float": NUMBER | INDEX | _PY_VALUE,
+    "str": STR,
+    "number": NUMBER | INDEX | _PY_VALUE | Constraint("complex", is_complex),
+}
+
+
 def _constraint(t: torch.JitType) -> Constraint:
-    """What an argument of schema type `t` (its real type: a dtype is no int) may hold:
-    tensors and ints, alone, optional or in lists, are checked; other arguments hold any
-    attribute."""
+    """What an argument of schema type `t` (its real type: a dtype is no int) may hold: tensors,
+    ints and the types of `_SCHEMA_TYPES`, alone, optional or in lists, are checked; other
+    arguments (a Generator, a list of anything) hold any attribute."""
     if isinstance(t, torch.OptionalType):
         inner = _constraint(t.getElementType())
         return ANY if inner is ANY else inner | NONE
@@ -135,6 +176,8 @@ def _constraint(t: torch.JitType) -> Constraint:
         return _TENSOR
     if isinstance(t, torch.IntType | torch.SymIntType):
         return _INT
+    if str(t) in _SCHEMA_TYPES:
+        return _SCHEMA_TYPES[str(t)]
     if isinstance(t, torch.ListType) and _constraint(t.getElementType()) is not ANY:
         item = _TENSOR_ITEMS.get(str(t.getElementType())) or _constraint(t.getElementType())
         many = list_of(item) | tuple_of(item, ...)

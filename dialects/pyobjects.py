@@ -27,11 +27,13 @@ from .torch_types import from_torch, from_torch_device, to_torch, to_torch_devic
 #: the only modules an `@path` may resolve into
 ALLOWED_ROOTS = {"torch": torch, "operator": operator, "math": math, "builtins": builtins}
 _ALIASES = {"_operator": "operator"}
-#: enum-like torch objects that appear as arguments (layouts, memory formats)
+#: enum-like torch objects that appear as arguments, by the schema type that takes them
+TORCH_ENUMS = {
+    "Layout": ("strided", "sparse_coo"),
+    "MemoryFormat": ("contiguous_format", "channels_last", "preserve_format"),
+}
 _TORCH_CONSTANTS = {
-    obj: f"torch.{name}"
-    for name in ("strided", "sparse_coo", "contiguous_format", "channels_last", "preserve_format")
-    for obj in [getattr(torch, name)]
+    getattr(torch, name): f"torch.{name}" for names in TORCH_ENUMS.values() for name in names
 }
 #: objects built from arguments in IR text, `@builtins.slice(none, 2, none)`,
 #: `@builtins.complex(0.0, 2.0)`
