@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy
-from mind.ir.symbols import IntLike
+from mind.ir.symbols import IntLike, Mod
 
 from .deps import equal, product
 from .loops import pvar, substitute
@@ -149,7 +149,7 @@ def keeping(a: Sizes, b: Sizes, keep: int) -> Join | None:
             stop += 1
         for i in range(start, stop + 1):
             expr = sympy.floor(pvar(k) / product(pieces[i + 1 : stop + 1]))
-            piece_vars[pvar(i)] = sympy.Mod(expr, pieces[i]) if i > start else expr
+            piece_vars[pvar(i)] = Mod(expr, pieces[i]) if i > start else expr
         start = stop + 1
     own = {pvar(i): pvar(i) for i in range(len(xs) + len(rs))}
     read = {v: substitute(e, piece_vars) for v, e in coarsen(other[0], pieces, 0).items()}

@@ -15,7 +15,7 @@ from typing import TypeVar
 import sympy
 from mind.dialects.loops import Load, Pointwise, View, is_buffer
 from mind.ir.core import Block, Operation, Value
-from mind.ir.symbols import IntLike, as_int_like, sym
+from mind.ir.symbols import IntLike, Mod, as_int_like, sym
 from mind.ir.types import TensorType, contiguous_strides
 
 T = TypeVar("T", bound=Operation)
@@ -281,7 +281,7 @@ def _with_ranges(expr: sympy.Expr, ranges: tuple[tuple[sympy.Symbol, IntLike], .
     bounds = dict(ranges)
 
     def mod(x: sympy.Expr, m: sympy.Expr) -> sympy.Expr:
-        return x if _below(x, m, bounds) else sympy.Mod(x, m)
+        return x if _below(x, m, bounds) else Mod(x, m)
 
     def floor(arg: sympy.Expr) -> sympy.Expr:
         terms = sympy.Add.make_args(sympy.expand(arg))

@@ -34,7 +34,7 @@ from mind.dialects.triton import (
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.symbols import as_int_like, sym
+from mind.ir.symbols import Mod, as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
 from .tiling import Group, Tiling, size_symbols
@@ -257,7 +257,7 @@ class KernelBuilder:
                 continue
             expr = sym(index.name) if stride == 1 else sympy.floor(sym(index.name) / stride)
             if stride * size != group.numel:
-                expr = sympy.Mod(expr, size)
+                expr = Mod(expr, size)
             scope.vars[var.name] = self.bind(scope, expr, [index], group.shape, var.name)
 
     def program_group(self, scope: Scope, group: Group) -> None:

@@ -26,7 +26,7 @@ from mind.dialects.scheduled import Node, Reduction
 from mind.dialects.triton import For, Yield, dtype_of, shape_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
-from mind.ir.symbols import sym
+from mind.ir.symbols import Mod, sym
 from mind.ir.types import ScalarType
 
 from .heuristics import LaunchConfig, cdiv, template_candidates, template_config
@@ -185,12 +185,12 @@ def _program(b: KernelBuilder, top: Scope, m: Group, n: Group, batch: Group | No
     )
     pid_m = b.bind(
         top,
-        GROUP_M * sym("group_id") + sympy.Mod(sym("pid"), sym("group_size")),
+        GROUP_M * sym("group_id") + Mod(sym("pid"), sym("group_size")),
         [pid, group, size],
         (),
         "pid_m",
     )
-    pid_n = b.bind(top, sympy.floor(sympy.Mod(sym("pid"), GROUP_M * grid_n) / sym("group_size")), [pid, size], (), "pid_n")  # fmt: skip
+    pid_n = b.bind(top, sympy.floor(Mod(sym("pid"), GROUP_M * grid_n) / sym("group_size")), [pid, size], (), "pid_n")  # fmt: skip
     wrapped = []
     for g, first, axis in ((m, pid_m, 0), (n, pid_n, 1)):
         block = sym(g.block)
@@ -199,7 +199,7 @@ def _program(b: KernelBuilder, top: Scope, m: Group, n: Group, batch: Group | No
         base = b.emit(top, "expand_dims", [ar, 1 - axis], dt.i32, shape, result=f"{g.prefix}base")
         start = block * sym(first.name) + sym(base.name)
         size_ = g.numel
-        mod = start if size_ % b.tiling.config.blocks[g.block] == 0 else sympy.Mod(start, size_)
+        mod = start if size_ % b.tiling.config.blocks[g.block] == 0 else Mod(start, size_)
         wrapped.append(b.bind(top, mod, [first, base], shape, f"{g.prefix}wrapped"))
         index = b.bind(top, start, [first, base], shape, f"{g.prefix}index")
         b.value_groups[index] = frozenset([g])

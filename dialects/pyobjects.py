@@ -18,7 +18,7 @@ from mind.ir.attributes import PyCall, PyRef
 from mind.ir.core import Value, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import Device, DType
-from mind.ir.symbols import as_int_like, sym
+from mind.ir.symbols import Mod, as_int_like, sym
 from mind.ir.types import OpaqueType, ScalarType, SymType, TensorType, Type
 from torch.fx.node import _get_qualified_name
 
@@ -105,9 +105,9 @@ def resolve(path: str) -> Any:
 _PLAIN_SYMPY: dict[str, Callable[..., sympy.Expr]] = {
     "FloorDiv": lambda a, b: sympy.floor(a / b),
     "CeilDiv": lambda a, b: sympy.ceiling(a / b),
-    "ModularIndexing": lambda x, d, m: sympy.Mod(sympy.floor(x / d), m),
-    "PythonMod": sympy.Mod,
-    "Mod": sympy.Mod,
+    "ModularIndexing": lambda x, d, m: Mod(sympy.floor(x / d), m),
+    "PythonMod": Mod,
+    "Mod": Mod,
     "Max": sympy.Max,
     "Min": sympy.Min,
     "PowByNatural": sympy.Pow,

@@ -10,6 +10,35 @@ Expr = sympy.Expr
 IntLike = int | sympy.Expr
 
 
+class Mod(sympy.Mod):
+    """sympy's Mod, evaluated correctly where its left side holds an integer times a Mod: sympy
+    1.14 takes `Mod(2*Mod(n, 4), 4)` for `2*Mod(n, 4)` (it moves the factor out of the outer
+    Mod) and `Mod(2*Mod(n, 4), 8)` for `2*Mod(Mod(n, 4)**2, 4)`. Composing views makes such
+    indexes (a Swin window's rows, reshaped, read two at a time). A term `c*Mod(x, a)` is `c*x`
+    modulo `q` wherever `q` divides `c*a`: it is rewritten so before sympy evaluates, and every
+    index Mod mind builds is this class (sympy's evaluation of it builds this class too)."""
+
+    @classmethod
+    def eval(cls, p: sympy.Expr, q: sympy.Expr) -> sympy.Expr | None:
+        if q.is_Integer and q > 0:
+            terms = sympy.Add.make_args(p)
+            unnested = [_unnest(t, int(q)) for t in terms]
+            if unnested != list(terms):
+                return cls(sympy.Add(*unnested), q)
+            if any(t.is_Mul and t.has(sympy.Mod) for t in terms):
+                return None  # sympy gets a Mod inside a product wrong: left as it is
+        return super().eval(p, q)
+
+
+def _unnest(term: sympy.Expr, q: int) -> sympy.Expr:
+    """`c*x` for a term `c*Mod(x, a)` where `q` divides `c*a` (equal modulo q), else `term`."""
+    c, rest = term.as_coeff_Mul()
+    if isinstance(rest, sympy.Mod) and c.is_Integer and rest.args[1].is_Integer:
+        if (int(c) * int(rest.args[1])) % q == 0:
+            return c * rest.args[0]
+    return term
+
+
 @cache
 def sym(name: str) -> sympy.Symbol:
     """Every size and index symbol is a non-negative integer: it makes index algebra simplify."""

@@ -13,14 +13,14 @@ from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Location, MindError
 from mind.ir.dtypes import DTYPES, Device, DType
 from mind.ir.registry import lookup_op
-from mind.ir.symbols import as_int_like, is_integral, sym
+from mind.ir.symbols import Mod, as_int_like, is_integral, sym
 from mind.ir.types import OpaqueType, ScalarType, SymType, TensorType, Type
 
 #: functions an index expression may call
 EXPR_FUNCTIONS = {
     "floor": sympy.floor,
     "ceiling": sympy.ceiling,
-    "Mod": sympy.Mod,
+    "Mod": Mod,
     "Min": sympy.Min,
     "Max": sympy.Max,
     "Abs": sympy.Abs,

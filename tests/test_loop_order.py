@@ -13,7 +13,7 @@ import torch
 from mind.analysis.iteration import Reorder, join
 from mind.analysis.loop_order import _split, matching_order, strides
 from mind.analysis.loops import simplify_with_ranges
-from mind.ir.symbols import sym
+from mind.ir.symbols import Mod, sym
 from programs import no_fallback
 from test_e2e_patterns import kernels
 
@@ -86,11 +86,11 @@ def test_join_through_pieces_of_a_flat_loop():
 
 def test_ranges_fold_what_pieces_leave_behind():
     ranges = {p0: 16, p1: 8}
-    assert simplify_with_ranges(sympy.Mod(16 * p1 + p0, 16), ranges) == p0
+    assert simplify_with_ranges(Mod(16 * p1 + p0, 16), ranges) == p0
     assert simplify_with_ranges(sympy.floor((16 * p1 + p0) / 16), ranges) == p1
-    assert simplify_with_ranges(sympy.Mod(sympy.floor((16 * p1 + p0) / 16), 8), ranges) == p1
-    assert simplify_with_ranges(sympy.Mod(p0, 8), ranges) == sympy.Mod(p0, 8)  # p0 reaches 15
-    assert simplify_with_ranges(sympy.Mod(p1 * s1 + p0, s1), {p0: s1, p1: s0}) == p0
+    assert simplify_with_ranges(Mod(sympy.floor((16 * p1 + p0) / 16), 8), ranges) == p1
+    assert simplify_with_ranges(Mod(p0, 8), ranges) == Mod(p0, 8)  # p0 reaches 15
+    assert simplify_with_ranges(Mod(p1 * s1 + p0, s1), {p0: s1, p1: s0}) == p0
     assert simplify_with_ranges(sympy.floor((p1 * s1 + p0) / s1), {p0: s1, p1: s0}) == p1
 
 

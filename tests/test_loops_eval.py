@@ -9,7 +9,7 @@ from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.interpreters.loops import SCALAR_FUNCTIONS, evaluate, index_value
 from mind.ir.diagnostics import MindError
 from mind.ir.printer import print_module
-from mind.ir.symbols import sym
+from mind.ir.symbols import Mod, sym
 from torch.testing import assert_close
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
@@ -210,7 +210,7 @@ P0, P1 = sym("p0"), sym("p1")
         sympy.floor(P0 / 3),
         sympy.floor((P0 + 2 * P1) / 4),
         sympy.ceiling(P0 / 4),
-        sympy.Mod(P0 + P1, 5),
+        Mod(P0 + P1, 5),
         sympy.Min(P0, 7, P1 + 3),
         sympy.Max(P0 - 9, 0),
         2 * P0**2 - P1,

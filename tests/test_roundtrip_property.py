@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from mind.ir import Block, Module, Operation, Region, TensorType, Value, print_module, sym
 from mind.ir.attributes import PyRef
 from mind.ir.dtypes import DTYPES, Device
+from mind.ir.symbols import Mod
 from mind.ir.types import ScalarType, SymType
 
 import mind
@@ -23,7 +24,7 @@ exprs = st.recursive(
         st.tuples(inner, inner).map(lambda ab: ab[0] + ab[1])
         | st.tuples(st.integers(-9, 9), inner).map(lambda ab: ab[0] * ab[1])
         | st.tuples(inner, st.integers(1, 9)).map(lambda ab: sympy.floor(ab[0] / ab[1]))
-        | st.tuples(inner, st.integers(1, 9)).map(lambda ab: sympy.Mod(ab[0], ab[1]))
+        | st.tuples(inner, st.integers(1, 9)).map(lambda ab: Mod(ab[0], ab[1]))
     ),
     max_leaves=6,
 ).map(lambda e: int(e) if e.is_Integer else e)

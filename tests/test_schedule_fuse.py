@@ -24,7 +24,7 @@ from mind.interpreters.loops import evaluate
 from mind.interpreters.scheduled import evaluate as run_scheduled
 from mind.ir.core import Module, Operation
 from mind.ir.printer import print_module
-from mind.ir.symbols import sym
+from mind.ir.symbols import Mod, sym
 from mind.ir.types import TensorType
 from mind.parser import parse
 from mind.passes import run_pipeline
@@ -241,7 +241,7 @@ def test_what_is_not_a_renaming():
     from mind.analysis.loops import renaming
 
     p0, p1, d0, d1, s0, x0 = (sym(n) for n in ("p0", "p1", "d0", "d1", "s0", "x0"))
-    expr = sympy.Mod(p0 + 2 * p1, 5) + s0 * p0
+    expr = Mod(p0 + 2 * p1, 5) + s0 * p0
     assert renaming(expr, {p0: d0, p1: d1}) == {p0: d0, p1: d1}
     assert renaming(expr, {p0: p1 + 1}) is None
     assert renaming(expr, {p0: d0, p1: d0}) is None

@@ -8,6 +8,7 @@ import sympy
 import torch
 from mind.ir import dtypes as dt
 from mind.ir.dtypes import DType
+from mind.ir.symbols import Mod
 
 from . import register_lowering
 from .common import norm_dim
@@ -103,7 +104,7 @@ def slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
         pos = idx[dim]
         on = in_range(b, b.index(pos), start, last + 1, size)
         if step != 1:
-            hit = b.eq(b.index(sympy.Mod(pos - start, step)), b.constant(0, dt.i64))
+            hit = b.eq(b.index(Mod(pos - start, step)), b.constant(0, dt.i64))
             on = hit if on is None else b.logical_and(on, hit)
         index = [*idx[:dim], sympy.floor((pos - start) / step), *idx[dim + 1 :]]
         written = b.cast(masked_load(b, src, index, on), out.dtype)

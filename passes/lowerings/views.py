@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import sympy
 import torch
 from mind.ir.core import Operation
-from mind.ir.symbols import IntLike
+from mind.ir.symbols import IntLike, Mod
 from mind.ir.types import TensorType
 
 from . import Unsupported, register_lowering
@@ -23,7 +23,7 @@ def _unflatten(flat: IntLike, sizes: Sequence[IntLike], strides: Sequence[IntLik
     index: Index = []
     for k, (size, stride) in enumerate(zip(sizes, strides)):
         e = sympy.floor(flat / stride) if stride != 1 else flat
-        index.append(e if k == 0 else sympy.Mod(e, size))
+        index.append(e if k == 0 else Mod(e, size))
     return index
 
 
