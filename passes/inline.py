@@ -20,6 +20,7 @@ rounding. On an H200 the rounding cost GPT-2's tanh GELU (bf16, 2048 x 3072) 16%
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 
@@ -196,19 +197,38 @@ class _BodyBuilder:
         )
 
     def index(self, op: Index, subs: dict) -> Value:
-        expr: IntLike = substitute(op.index, subs)
-        if isinstance(expr, sympy.Symbol) and expr in self.indirect:
+        return self.index_value(substitute(op.index, subs), op)
+
+    def index_value(self, expr: IntLike, op: Index) -> Value:
+        """The i64 value of an index expression: a `loops.index` of it, unless it holds indirect
+        values (an arange read at a gathered position: `_ind0 + 16*p1`), which its sums,
+        products, Mods and floors then combine as body ops."""
+        symbols = getattr(expr, "free_symbols", set())
+        if not symbols & self.indirect.keys():
+            return self.b.emit("index", dt.i64, index=expr, loc=op.loc)
+        if expr in self.indirect:
             value = self.indirect[expr]
-            if value.type.dtype == dt.i64:
-                return value
-            return self.b.emit("cast", dt.i64, x=value, loc=op.loc)
-        if any(s in self.indirect for s in getattr(expr, "free_symbols", ())):
-            raise MindError(
-                f"cannot inline 'loops.index({expr})' at an indirect index into "
-                f"'%{self.node.result.name}'",
-                op.loc,
+            return value if value.type.dtype == dt.i64 else self.b.emit("cast", dt.i64, x=value)
+        if isinstance(expr, sympy.Add | sympy.Mul):
+            inner = [a for a in expr.args if a.free_symbols & self.indirect.keys()]
+            rest = expr.func(*(a for a in expr.args if a not in inner))
+            kind = "add" if isinstance(expr, sympy.Add) else "mul"
+            parts = inner if rest == expr.func.identity else [*inner, rest]
+            values = [self.index_value(a, op) for a in parts]
+            return functools.reduce(lambda a, b: self.b.emit(kind, dt.i64, [a, b]), values)
+        if isinstance(expr, sympy.Mod):
+            a, m = (self.index_value(e, op) for e in expr.args)
+            return self.b.emit("mod", dt.i64, [a, m])
+        if isinstance(expr, sympy.floor):
+            num, den = (
+                self.index_value(e, op) for e in sympy.fraction(sympy.together(expr.args[0]))
             )
-        return self.b.emit("index", dt.i64, index=expr, loc=op.loc)
+            return self.b.emit("floordiv", dt.i64, [num, den])
+        raise MindError(
+            f"cannot inline 'loops.index({expr})' at an indirect index into "
+            f"'%{self.node.result.name}'",
+            op.loc,
+        )
 
     def both(self, a: Value | None, b: Value | None) -> Value | None:
         if a is None or b is None:

@@ -251,6 +251,22 @@ def test_a_cat_with_a_piece_empty_along_its_dim_compiles():
     torch.testing.assert_close(got, rotate(q, cos, sin))
 
 
+def test_a_coordinate_grid_read_at_gathered_positions_compiles():
+    """RAFT's coordinate grid (an arange, expanded, concatenated, viewed) read at a gathered
+    index: its element is the gathered position plus an offset, computed in the body. The graph
+    fell back: 'cannot inline loops.index(_ind0 + 16*p0) at an indirect index'."""
+
+    def gather_grid(idx):
+        ys, xs = torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij")
+        grid = torch.cat([xs, ys]).view(2, 16, 16).float()
+        return grid[:, idx] * 2
+
+    idx = torch.tensor([3, 0, 15, 7])
+    with no_fallback():
+        got = torch.compile(gather_grid, backend="mind")(idx)
+    torch.testing.assert_close(got, gather_grid(idx))
+
+
 EMBEDDING_BAGS = {
     "sum": {"mode": "sum"},
     "mean": {"mode": "mean"},
