@@ -1,5 +1,6 @@
-"""Index Mods evaluate correctly where sympy's do not: a Mod inside a product (composing a
-window partition's views with a strided read makes them), checked against integer arithmetic."""
+"""Index algebra against integer arithmetic: Mods evaluate correctly where sympy's do not (a Mod
+inside a product, which composing a window partition's views with a strided read makes), and
+simplifying, substituting and folding by ranges keep every value."""
 
 from __future__ import annotations
 
@@ -8,21 +9,22 @@ import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mind.analysis.loops import simplify_index, simplify_with_ranges, substitute
 from mind.ir.symbols import Mod, sym
 from programs import no_fallback
 
-N, M = sym("n"), sym("m")
+N, M = sym("p0"), sym("p1")
 
 
 def test_a_multiple_of_a_mod_is_reduced_by_what_the_outer_modulus_divides():
-    assert Mod(2 * Mod(N, 4), 4) == 2 * Mod(N, 2)  # sympy: 2*Mod(n, 4)
-    assert Mod(2 * Mod(N, 4), 8) == 2 * Mod(N, 4)  # sympy: 2*Mod(Mod(n, 4)**2, 4)
+    assert Mod(2 * Mod(N, 4), 4) == 2 * Mod(N, 2)  # sympy: 2*Mod(p0, 4)
+    assert Mod(2 * Mod(N, 4), 8) == 2 * Mod(N, 4)  # sympy: 2*Mod(Mod(p0, 4)**2, 4)
     assert Mod(Mod(2 * N, 8), 4) == 2 * Mod(N, 2)
     assert Mod(Mod(N, 8), 4) == Mod(N, 4)
 
 
 def _tree(draw, depth: int) -> tuple[sympy.Expr, object]:
-    """A random index over n and m (sums of multiples of Mods and floors) and a function that
+    """A random index over p0 and p1 (sums of multiples of Mods and floors) and a function that
     computes it in integers."""
     terms = []
     for _ in range(draw(st.integers(1, 3))):
@@ -66,6 +68,22 @@ def test_nested_index_mods_agree_with_integer_arithmetic(data):
         for m in (0, 5, 11):
             got = expr.xreplace({N: sympy.Integer(n), M: sympy.Integer(m)})
             assert int(got) == reference(n, m), (expr, n, m)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from([2, 4, 16]), st.sampled_from([1, 3, 8]))
+def test_simplified_indexes_keep_their_values(data, n_size, m_size):
+    """`simplify_index`, `simplify_with_ranges` (p0 < n_size, p1 < m_size) and `substitute` (p0
+    as 4*p1 + p0, a loop cut in pieces) give the same integer at every point."""
+    expr, reference = _tree(data.draw, 3)
+    ranged = simplify_with_ranges(expr, {N: n_size, M: m_size})
+    cut = substitute(expr, {N: 4 * M + N})
+    for n in range(n_size):
+        for m in range(m_size):
+            at = {N: sympy.Integer(n), M: sympy.Integer(m)}
+            assert int(sympy.sympify(simplify_index(expr)).xreplace(at)) == reference(n, m)
+            assert int(sympy.sympify(ranged).xreplace(at)) == reference(n, m), (expr, ranged)
+            assert int(sympy.sympify(cut).xreplace(at)) == reference(4 * m + n, m), (expr, cut)
 
 
 @pytest.mark.usefixtures("isolated_runtime")
