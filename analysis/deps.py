@@ -189,8 +189,11 @@ def _steps_apart(index: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol, in
     values = {s: sympy.Integer(3 + k) for k, s in enumerate(others)}
     size = sympy.sympify(inner_size).xreplace(values)
     for o, i in _SAMPLES:
-        split = index.xreplace({**values, outer: sympy.Integer(o), inner: sympy.Integer(i)})
-        merged = index.xreplace({**values, outer: sympy.Integer(0), inner: o * size + i})
+        try:
+            split = index.xreplace({**values, outer: sympy.Integer(o), inner: sympy.Integer(i)})
+            merged = index.xreplace({**values, outer: sympy.Integer(0), inner: o * size + i})
+        except ZeroDivisionError:  # a Mod or floor by a size expression the sample makes 0
+            continue
         if split.is_Integer and merged.is_Integer and split != merged:
             return True
     return False

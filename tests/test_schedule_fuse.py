@@ -162,6 +162,16 @@ def test_merge_dims_needs_every_index():
     assert merged == [(p1, 512)] and indexes == [sympy.floor(p1 / 2)]
 
 
+def test_a_sample_that_divides_by_zero_is_no_counterexample():
+    """A size sample (s0 = 3) makes the modulus `floor(s0/16)` 0: that sample says nothing
+    (HF ConvNeXt under dynamic shapes: merge-loops raised ZeroDivisionError, and fell back)."""
+    p0, p1, s0 = sym("p0"), sym("p1"), sym("s0")
+    w = sympy.floor(s0 / 16)
+    index = Mod(p1, w) + w * sympy.floor(p1 / w) + 8 * p0
+    indexes, merged = merge_dims([index], [(p0, 4), (p1, 2 * w)])
+    assert merged == [(p0, 4), (p1, 2 * w)] and indexes == [index]
+
+
 @pytest.mark.parametrize(
     "index",
     ["12*p0 + 4*p1 + p2", "12*p0 + 3*p1", "s0*p0 + p1", "4*s0*p0 + s0*p1 + 7", "s0*p0 + p1 + s1",
