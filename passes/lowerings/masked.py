@@ -66,6 +66,7 @@ def cat(ctx, tensors, dim=0):
 
 
 def _joins_nothing(t, dim: int) -> bool:
+    """Whether cat's piece `t` adds no element along `dim` (its mask would cover no position)."""
     shape = t.type.shape
     return (t.type.rank == 1 and shape[0] == 0) or shape[dim] == 0
 
