@@ -4,6 +4,8 @@ simplifying, substituting and folding by ranges keep every value."""
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 import sympy
 import torch
@@ -23,41 +25,37 @@ def test_a_multiple_of_a_mod_is_reduced_by_what_the_outer_modulus_divides():
     assert Mod(Mod(N, 8), 4) == Mod(N, 4)
 
 
-def _tree(draw, depth: int) -> tuple[sympy.Expr, object]:
-    """A random index over p0 and p1 (sums of multiples of Mods and floors) and a function that
-    computes it in integers."""
+def _spec(draw, depth: int) -> list:
+    """A random index over p0 and p1 as data: terms (coefficient, kind, argument), a kind being a
+    variable, a constant, or a Mod or floor division of a smaller index."""
     terms = []
     for _ in range(draw(st.integers(1, 3))):
-        coeff = draw(st.sampled_from([1, 2, 3, 4]))
-        kind = draw(st.sampled_from(["n", "m", "const"] + ["mod", "floor"] * (depth > 0)))
-        if kind in ("n", "m"):
-            terms.append((coeff * (N if kind == "n" else M), _var(kind), coeff))
-        elif kind == "const":
-            c = draw(st.integers(0, 5))
-            terms.append((sympy.Integer(coeff * c), _const(c), coeff))
-        else:
-            inner, f = _tree(draw, depth - 1)
-            k = draw(st.sampled_from([2, 3, 4, 6, 8]))
-            e = Mod(inner, k) if kind == "mod" else sympy.floor(inner / k)
-            terms.append((coeff * e, _mod(f, k) if kind == "mod" else _div(f, k), coeff))
-    expr = sum((t[0] for t in terms), sympy.Integer(0))
-    return expr, lambda n, m: sum(c * f(n, m) for _, f, c in terms)
+        kind = draw(st.sampled_from(["p0", "p1", "const"] + ["mod", "div"] * (depth > 0)))
+        arg = draw(st.integers(0, 5)) if kind == "const" else None
+        if kind in ("mod", "div"):
+            arg = (_spec(draw, depth - 1), draw(st.sampled_from([2, 4, 8, 3, 6])))
+        terms.append((draw(st.sampled_from([2, 1, 4, 3])), kind, arg))
+    return terms
 
 
-def _var(name):
-    return (lambda n, m: n) if name == "n" else (lambda n, m: m)
+def _build(spec: list, p0, p1, mod, div):
+    """The index `spec` describes over `p0` and `p1`, by `mod` and `div`: sympy's expression
+    (symbols, mind's Mod, floor), or its value in integers."""
+
+    def atom(kind, arg):
+        if kind in ("mod", "div"):
+            inner, k = arg
+            return (mod if kind == "mod" else div)(_build(inner, p0, p1, mod, div), k)
+        return {"p0": p0, "p1": p1}.get(kind, arg)
+
+    return sum((c * atom(kind, arg) for c, kind, arg in spec), 0)
 
 
-def _const(c):
-    return lambda n, m: c
-
-
-def _mod(f, k):
-    return lambda n, m: f(n, m) % k
-
-
-def _div(f, k):
-    return lambda n, m: f(n, m) // k
+def _tree(draw, depth: int) -> tuple[sympy.Expr, object]:
+    """A random index and a function that computes it in integers."""
+    spec = _spec(draw, depth)
+    expr = sympy.sympify(_build(spec, N, M, Mod, lambda x, k: sympy.floor(x / k)))
+    return expr, lambda n, m: _build(spec, n, m, operator.mod, operator.floordiv)
 
 
 @settings(max_examples=300, deadline=None)
