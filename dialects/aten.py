@@ -125,11 +125,13 @@ def _resolve(name: str) -> OpDef | None:
     )
 
 
+#: a complex number (`@builtins.complex(0.0, 2.0)`)
+_COMPLEX = Constraint("complex", is_complex)
 #: a Tensor argument: an SSA value, a number the dispatcher wraps (`aten.mul.Tensor(%x, 2)`,
 #: `aten.mul.Tensor(%z, @builtins.complex(0.0, 2.0))`),
 #: or none, which torch's argument parser passes as an undefined tensor (AOTAutograd's graphs
 #: pass one for an output a forward did not compute: cuDNN attention's `cum_seq_q` on torch 2.11)
-_TENSOR = value() | NUMBER | Constraint("complex", is_complex) | NONE
+_TENSOR = value() | NUMBER | _COMPLEX | NONE
 #: an element of a Tensor[] or Tensor?[] (an index's): a value, or none where optional; the
 #: dispatcher wraps no number in a list
 _TENSOR_ITEMS = {"Tensor": value(TENSOR), "Optional[Tensor]": value(TENSOR) | NONE}
@@ -161,7 +163,7 @@ _SCHEMA_TYPES: dict[str, Constraint] = {
     "bool": BOOL | _PY_VALUE,
     "float": NUMBER | INDEX | _PY_VALUE,
     "str": STR,
-    "number": NUMBER | INDEX | _PY_VALUE | Constraint("complex", is_complex),
+    "number": NUMBER | INDEX | _PY_VALUE | _COMPLEX,
 }
 
 
