@@ -41,3 +41,30 @@ fx.graph @graph1 {
 // CHECK-NEXT:    %mul_2 = aten.mul.Tensor(%arg0_1, 0.5) : f32[5][1]cpu
 // CHECK-NEXT:    %add = aten.add.Tensor(%mul_1, %mul_2) : f32[5][1]cpu
 // CHECK-NEXT:    aten.output(%add)
+
+// -----
+// A bf16 convolution whose stride is its kernel (a patch embedding; mind's rule): the patches
+// (a 6×7 image's tail dropped) gathered as rows, times the flattened weight, the bias in the
+// matmul; the result laid out as the library's
+
+fx.graph @graph2 {
+  %l_x_ = fx.placeholder @L_x_ : bf16[2, 3, 6, 7][126, 42, 7, 1]cpu
+  %l_w_ = fx.placeholder @L_w_ : bf16[5, 3, 2, 2][12, 4, 2, 1]cpu
+  %l_b_ = fx.placeholder @L_b_ : bf16[5][1]cpu
+  %out = fx.call_function @torch.conv2d(%l_x_, %l_w_, %l_b_, (2, 2), (0, 0), (1, 1), 1) : bf16[2, 5, 3, 3][45, 9, 3, 1]cpu
+  fx.output((%out,))
+}
+
+// CHECK-LABEL: aten.graph @graph2_forward(
+// CHECK-NEXT:    %slice_1 = aten.slice.Tensor(%arg0_1, 3, 0, 6) : bf16[2, 3, 6, 6][126, 42, 7, 1]cpu
+// CHECK-NEXT:    %view = aten.view.default(%slice_1, [2, 3, 3, 2, 3, 2]) : bf16[2, 3, 3, 2, 3, 2][126, 42, 14, 7, 2, 1]cpu
+// CHECK-NEXT:    %permute = aten.permute.default(%view, [0, 2, 4, 1, 3, 5]) : bf16[2, 3, 3, 3, 2, 2][126, 14, 2, 42, 7, 1]cpu
+// CHECK-NEXT:    %clone = aten.clone.default(%permute) {memory_format = @torch.contiguous_format} : bf16[2, 3, 3, 3, 2, 2][108, 36, 12, 4, 2, 1]cpu
+// CHECK-NEXT:    %view_1 = aten.view.default(%clone, [18, 12]) : bf16[18, 12][12, 1]cpu
+// CHECK-NEXT:    %view_2 = aten.view.default(%arg1_1, [5, -1]) : bf16[5, 12][12, 1]cpu
+// CHECK-NEXT:    %permute_1 = aten.permute.default(%view_2, [1, 0]) : bf16[12, 5][1, 12]cpu
+// CHECK-NEXT:    %addmm = aten.addmm.default(%arg2_1, %view_1, %permute_1) : bf16[18, 5][5, 1]cpu
+// CHECK-NEXT:    %view_3 = aten.view.default(%addmm, [2, 3, 3, 5]) : bf16[2, 3, 3, 5][45, 15, 5, 1]cpu
+// CHECK-NEXT:    %permute_2 = aten.permute.default(%view_3, [0, 3, 1, 2]) : bf16[2, 5, 3, 3][45, 1, 15, 5]cpu
+// CHECK-NEXT:    %clone_1 = aten.clone.default(%permute_2) {memory_format = @torch.contiguous_format} : bf16[2, 5, 3, 3][45, 9, 3, 1]cpu
+// CHECK-NEXT:    aten.output(%clone_1)
