@@ -187,16 +187,25 @@ def _steps_apart(index: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol, in
     if not all(s.is_nonnegative for s in (*others, outer, inner)):
         return False  # (the samples are non-negative: they must lie where the symbols do)
     values = {s: sympy.Integer(3 + k) for k, s in enumerate(others)}
-    size = sympy.sympify(inner_size).xreplace(values)
-    for o, i in _SAMPLES:
-        try:
-            split = index.xreplace({**values, outer: sympy.Integer(o), inner: sympy.Integer(i)})
-            merged = index.xreplace({**values, outer: sympy.Integer(0), inner: o * size + i})
-        except ZeroDivisionError:  # a Mod or floor by a size expression the sample makes 0
-            continue
-        if split.is_Integer and merged.is_Integer and split != merged:
+    size = _value_at(sympy.sympify(inner_size), values)
+    for o, i in _SAMPLES if size is not None else ():
+        split = _value_at(index, {**values, outer: sympy.Integer(o), inner: sympy.Integer(i)})
+        merged = _value_at(index, {**values, outer: sympy.Integer(0), inner: o * size + i})
+        if split is not None and merged is not None and split != merged:
             return True
     return False
+
+
+def _value_at(expr: sympy.Expr, values: dict) -> sympy.Integer | None:
+    """`expr` at these values; None where it is undefined there, which a sample of sizes can
+    make it: a Mod, floor or division by a size expression that the sample makes 0 (sympy
+    raises ZeroDivisionError, or gives zoo, which a Max or Min around it refuses with
+    ValueError)."""
+    try:
+        value = expr.xreplace(values)
+    except (ZeroDivisionError, ValueError):
+        return None
+    return value if value.is_Integer else None
 
 
 def drop_unit_dims(indexes: list[IntLike], dims: list[Dim]) -> tuple[list[IntLike], list[Dim]]:

@@ -162,14 +162,28 @@ def test_merge_dims_needs_every_index():
     assert merged == [(p1, 512)] and indexes == [sympy.floor(p1 / 2)]
 
 
-def test_a_sample_that_divides_by_zero_is_no_counterexample():
-    """A size sample (s0 = 3) makes the modulus `floor(s0/16)` 0: that sample says nothing
-    (HF ConvNeXt under dynamic shapes: merge-loops raised ZeroDivisionError, and fell back)."""
-    p0, p1, s0 = sym("p0"), sym("p1"), sym("s0")
-    w = sympy.floor(s0 / 16)
-    index = Mod(p1, w) + w * sympy.floor(p1 / w) + 8 * p0
-    indexes, merged = merge_dims([index], [(p0, 4), (p1, 2 * w)])
-    assert merged == [(p0, 4), (p1, 2 * w)] and indexes == [index]
+def _floor_by_zero(s0: sympy.Symbol) -> tuple[sympy.Expr, sympy.Expr]:
+    """(index, inner size) with a Mod and floor by `floor(s0/16)`, 0 at the sample s0 = 3
+    (HF ConvNeXt under dynamic shapes: merge-loops raised ZeroDivisionError)."""
+    p1, w = sym("p1"), sympy.floor(s0 / 16)
+    return Mod(p1, w) + w * sympy.floor(p1 / w) + 8 * sym("p0"), 2 * w
+
+
+def _max_of_zoo(s0: sympy.Symbol) -> tuple[sympy.Expr, sympy.Expr]:
+    """(index, inner size) with a stride `Max(1, floor(s0/floor(s0/4)))`, zoo inside a Max at the
+    sample s0 = 3 (a patch embedding's weight gradient under dynamic shapes: sympy raised
+    ValueError, "The argument 'zoo' is not comparable")."""
+    p1, w = sym("p1"), sympy.floor(s0 / sympy.floor(s0 / 4))
+    return Mod(p1, 4) * sympy.Max(1, w) + sympy.floor(p1 / 4) + 8 * sym("p0"), 4 * w
+
+
+@pytest.mark.parametrize("case", [_floor_by_zero, _max_of_zoo])
+def test_a_sample_where_the_index_is_undefined_is_no_counterexample(case):
+    """A size sample that makes the index undefined says nothing; the symbolic test decides."""
+    p0, p1 = sym("p0"), sym("p1")
+    index, size = case(sym("s0"))
+    indexes, merged = merge_dims([index], [(p0, 4), (p1, size)])
+    assert merged == [(p0, 4), (p1, size)] and indexes == [index]
 
 
 @pytest.mark.parametrize(
