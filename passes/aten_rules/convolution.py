@@ -116,7 +116,8 @@ def _patches(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
             x = x.narrow(2 + dim, 0, size * k)
     split = x.reshape(*x.shape[:2], *(n for pair in zip(sizes, kernel) for n in pair))
     order = (0, *range(2, 2 * rank + 2, 2), 1, *range(3, 2 * rank + 2, 2))
-    return split.permute(order).reshape(x.shape[0] * math.prod(sizes), -1)
+    rows, width = x.shape[0] * math.prod(sizes), x.shape[1] * math.prod(kernel)
+    return split.permute(order).reshape(rows, width)  # (-1 would be a quotient of sizes)
 
 
 def _from_patches(rows: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
