@@ -101,16 +101,15 @@ def _patch_convolution(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     channels, rank = weight.shape[0], weight.dim() - 2
     rows, flat = _patches(x, weight), weight.reshape(channels, -1).t()
     out = aten.mm(rows, flat) if bias is None else aten.addmm(bias, rows, flat)
-    sizes = [s // k for s, k in zip(x.shape[2:], weight.shape[2:])]
-    out = out.view(x.shape[0], *sizes, channels).permute(0, rank + 1, *range(1, rank + 1))
-    return out.contiguous(memory_format=_layout(x, weight))
+    out = out.view(x.shape[0], *_grid(x, weight), channels)
+    layout = _layout(x, weight)
+    return out.permute(0, rank + 1, *range(1, rank + 1)).contiguous(memory_format=layout)
 
 
 def _patches(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """[N, C, *S] as [N * prod(S // K), C * prod(K)]: one patch per row, its elements in the
     weight's order (channel, then each kernel dim). A tail shorter than a patch is dropped."""
-    kernel, rank = weight.shape[2:], weight.dim() - 2
-    sizes = [s // k for s, k in zip(x.shape[2:], kernel)]
+    kernel, rank, sizes = weight.shape[2:], weight.dim() - 2, _grid(x, weight)
     for dim, (size, k) in enumerate(zip(sizes, kernel)):
         if size * k != x.shape[2 + dim]:
             x = x.narrow(2 + dim, 0, size * k)
@@ -123,8 +122,7 @@ def _patches(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 def _from_patches(rows: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """`_patches` undone: rows [N * P, C * prod(K)] back into x's shape, zeros in a dropped
     tail."""
-    kernel, rank = weight.shape[2:], weight.dim() - 2
-    sizes = [s // k for s, k in zip(x.shape[2:], kernel)]
+    kernel, rank, sizes = weight.shape[2:], weight.dim() - 2, _grid(x, weight)
     split = rows.view(x.shape[0], *sizes, x.shape[1], *kernel)
     order = (0, rank + 1, *(d for i in range(rank) for d in (1 + i, rank + 2 + i)))
     out = split.permute(order).reshape(*x.shape[:2], *(n * k for n, k in zip(sizes, kernel)))
@@ -132,6 +130,11 @@ def _from_patches(rows: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> 
     if any(tails):
         out = aten.constant_pad_nd(out, [v for tail in reversed(tails) for v in (0, tail)])
     return out.contiguous(memory_format=_layout(x, weight))
+
+
+def _grid(x: torch.Tensor, weight: torch.Tensor) -> list:
+    """The number of patches along each spatial dim."""
+    return [size // k for size, k in zip(x.shape[2:], weight.shape[2:])]
 
 
 def _layout(x: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
