@@ -171,8 +171,8 @@ def _floor_by_zero(s0: sympy.Symbol) -> tuple[sympy.Expr, sympy.Expr]:
 
 def _max_of_zoo(s0: sympy.Symbol) -> tuple[sympy.Expr, sympy.Expr]:
     """(index, inner size) with a stride `Max(1, floor(s0/floor(s0/4)))`, zoo inside a Max at the
-    sample s0 = 3 (a patch embedding's weight gradient under dynamic shapes: sympy raised
-    ValueError, "The argument 'zoo' is not comparable")."""
+    sample s0 = 3 (a patch embedding's backward under dynamic shapes, for a square image: sympy
+    raised ValueError, "The argument 'zoo' is not comparable")."""
     p1, w = sym("p1"), sympy.floor(s0 / sympy.floor(s0 / 4))
     return Mod(p1, 4) * sympy.Max(1, w) + sympy.floor(p1 / 4) + 8 * sym("p0"), 4 * w
 
