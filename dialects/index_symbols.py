@@ -24,7 +24,7 @@ _EXPR_FIELDS = ("index", "reduction_ranges", "ranges", "sizes")
 def verify_loop_vars(node: Operation, rank: int) -> None:
     """Each index in `node`'s body (or of the view `node`) reads loop variables below `rank`, and
     indirect values its own op has."""
-    for op in (node, *node.body.ops) if node.regions else (node,):
+    for op in node.walk():
         indirect = len(getattr(op, "indirect", None) or ())
         for s in _symbols(op):
             match = _VAR.fullmatch(s.name)
@@ -50,15 +50,14 @@ def verify_size_symbols(graph: Operation) -> None:
         *(size_symbols(v.type) for v in block.args),
         *(size_symbols(r.type) for op in block.ops for r in op.results),
     )
-    for node in block.ops:
-        for op in (node, *node.body.ops) if node.regions else (node,):
-            for s in _symbols(op):
-                if s.name not in bound and not _VAR.fullmatch(s.name):
-                    raise VerifyError(
-                        f"'{op.name}' reads '{s}', which is neither a loop variable nor a size of"
-                        " the graph",
-                        op.loc,
-                    )
+    for op in (op for node in block.ops for op in node.walk()):
+        for s in _symbols(op):
+            if s.name not in bound and not _VAR.fullmatch(s.name):
+                raise VerifyError(
+                    f"'{op.name}' reads '{s}', which is neither a loop variable nor a size of the"
+                    " graph",
+                    op.loc,
+                )
 
 
 def _vars(kind: str, count: int) -> str:
