@@ -4,16 +4,21 @@ the loop and reduced across the block after it, and the loop recomputes the load
 (softmax without the online_softmax rewrite: max, then sum of exp, then the normalized store).
 
 Rows read again by a later loop stay in L2 (`evict_last`); the last loop streams through
-(`evict_first`). A symbolic r size runs the loop up to the r0_numel argument.
+(`evict_first`). A later loop walks its blocks last to first, so that it starts on the blocks the
+loop before read last, the likeliest to be in L2 still (on an H200, a softmax of 1024 rows of
+65536 f32 took 186-192 µs this way against 191-197 µs forward). A loop that carries a scan walks
+forward, the way the scan runs. A symbolic r size runs the loop up to the r0_numel argument.
 """
 
 from __future__ import annotations
 
+import sympy
 from mind.analysis.coalescing import is_inner
 from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction, Scan
 from mind.dialects.triton import For, Yield, block_dim
 from mind.ir.core import Block, Region, Value
+from mind.ir.symbols import sym
 from mind.ir.types import ScalarType
 
 from .accumulators import accumulator
@@ -53,13 +58,21 @@ class Looped(Strategy):
                 continue
             last = k == looped[-1]
             b.eviction = None if len(looped) == 1 else ("evict_first" if last else "evict_last")
-            r_loop(b, top, rbase, reductions, stores)
+            r_loop(b, top, rbase, reductions, stores, backward=k != looped[0])
             b.eviction = None
 
 
-def r_loop(b: KernelBuilder, top: Scope, rbase: Value, reductions: list[Reduction], stores):
+def r_loop(
+    b: KernelBuilder,
+    top: Scope,
+    rbase: Value,
+    reductions: list[Reduction],
+    stores,
+    backward: bool = False,
+):
     """One r-loop: the reductions' accumulators carried along r, then reduced across the block;
-    the scans' running values carried too (codegen/scans.py)."""
+    the scans' running values carried too (codegen/scans.py). `backward`: its blocks last to
+    first, unless it carries a scan."""
     ops = [
         op
         for op in b.phases.closure(reductions + stores)
@@ -83,7 +96,10 @@ def r_loop(b: KernelBuilder, top: Scope, rbase: Value, reductions: list[Reductio
     )
     b.counter += len(inits)
     inner = top.child(block)
-    b.group_index(inner, b.tiling.rgroup, block.args[0], rbase)
+    offset = block.args[0]
+    if backward and not scans:
+        offset = _backward(b, inner, offset, stop)
+    b.group_index(inner, b.tiling.rgroup, offset, rbase)
     start = sum(len(vs) for _, vs in carried_by)
     for op, vs in scans:
         inner.carries[op] = Carry(carried[start : start + len(vs)])
@@ -104,3 +120,12 @@ def r_loop(b: KernelBuilder, top: Scope, rbase: Value, reductions: list[Reductio
         out = loop.results[start : start + len(vs)]
         top.values.update(zip(op.results, accumulator(op).finish(b, top, op, out)))
         start += len(vs)
+
+
+def _backward(b: KernelBuilder, scope: Scope, offset: Value, stop: int | Value) -> Value:
+    """The start of the block an r-loop counting `offset` up to `stop` reads backward: the last
+    block's start, less `offset`."""
+    block, values = block_dim("R0_BLOCK"), [offset] + ([stop] if isinstance(stop, Value) else [])
+    size = sym(stop.name) if isinstance(stop, Value) else stop
+    last = block * sympy.floor((size - 1) / block)
+    return b.bind(scope, last - sym(offset.name), values, (), "r0_start")
