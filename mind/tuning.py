@@ -41,7 +41,7 @@ log = channel("autotune")
 EPILOGUE_MAX = 16
 #: the probe's pipelines: through the template, and through ATen (every kernel's configs tuned)
 PROBES = {
-    way: f"{first}realize,inline,schedule,fuse,merge-loops,to-triton{{autotune=true}}"
+    way: f"{first}realize,inline,mm-epilogues,schedule,fuse,merge-loops,to-triton{{autotune=true}}"
     for way, first in (("template", "mm-templates{select=template},"), ("aten", ""))
 }
 

@@ -193,19 +193,20 @@ def test_dump_dir_writes_every_stage_in_pipeline_order_as_round_tripping_ir(tmp_
         "graph0_forward.03.mm-templates.loops",
         "graph0_forward.04.realize.loops",
         "graph0_forward.05.inline.loops",
-        "graph0_forward.06.schedule.scheduled",
-        "graph0_forward.07.fuse.scheduled",
-        "graph0_forward.08.cse.scheduled",
-        "graph0_forward.09.merge-loops.scheduled",
-        "graph0_forward.10.online-softmax.scheduled",
-        "graph0_forward.11.welford.scheduled",
-        "graph0_forward.12.split-reductions.scheduled",
-        "graph0_forward.13.reorder-collectives.scheduled",
-        "graph0_forward.14.scheduled.dot",
-        "graph0_forward.15.to-triton.triton",
-        "graph0_forward.16.py",
+        "graph0_forward.06.mm-epilogues.loops",
+        "graph0_forward.07.schedule.scheduled",
+        "graph0_forward.08.fuse.scheduled",
+        "graph0_forward.09.cse.scheduled",
+        "graph0_forward.10.merge-loops.scheduled",
+        "graph0_forward.11.online-softmax.scheduled",
+        "graph0_forward.12.welford.scheduled",
+        "graph0_forward.13.split-reductions.scheduled",
+        "graph0_forward.14.reorder-collectives.scheduled",
+        "graph0_forward.15.scheduled.dot",
+        "graph0_forward.16.to-triton.triton",
+        "graph0_forward.17.py",
     ]
-    assert "digraph mind {" in (tmp_path / "dump" / names[15]).read_text()
+    assert "digraph mind {" in (tmp_path / "dump" / names[16]).read_text()
     for f in files:
         if f.suffix in (".fx", ".aten", ".loops", ".scheduled", ".triton"):
             text = f.read_text()

@@ -1,0 +1,155 @@
+"""mm-epilogues (passes/mm_epilogues.py, analysis/activations.py): an addmm that only a ReLU or a
+tanh-GELU reads runs as one `aten._addmm_activation` call, however the program spells the
+activation; anything else keeps its addmm. End to end on CPU tensors (ATen runs the call,
+Triton's interpreter the kernels), against eager."""
+
+import math
+import warnings
+
+import pytest
+import sympy
+import torch
+import torch.nn.functional as F
+from mind.analysis.activations import ACTIVATIONS, X, same_function
+
+pytestmark = pytest.mark.usefixtures("isolated_runtime")
+
+FOLDED = "aten__addmm_activation_default("
+
+
+def gelu_new(h):
+    """transformers' GPT-2 activation, written out."""
+    return (
+        0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+    )
+
+
+def compile_and_run(tmp_path, monkeypatch, fn, *args):
+    """fn compiled by mind (no fallback), its result, and the emitted Python of its graphs."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        got = torch.compile(fn, backend="mind")(*args)
+    return got, "".join(p.read_text() for p in sorted(tmp_path.glob("*.py")))
+
+
+def linear(width: int, ffn: int, dtype=torch.bfloat16) -> torch.nn.Linear:
+    torch.manual_seed(0)
+    return torch.nn.Linear(width, ffn).to(dtype)
+
+
+@pytest.mark.parametrize(
+    "activation, use_gelu",
+    [
+        (lambda h: F.gelu(h, approximate="tanh"), True),
+        (gelu_new, True),
+        (
+            lambda h: 0.5 * h * (1 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h))),
+            True,
+        ),
+        (torch.relu, False),
+        (lambda h: h.clamp_min(0), False),
+    ],
+    ids=["F.gelu-tanh", "gelu_new", "gelu-tanh-by-hand", "relu", "clamp_min"],
+)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_an_activation_only_reading_an_addmm_folds_into_it(
+    tmp_path, monkeypatch, activation, use_gelu, dtype
+):
+    """Over [batch, seq, width] tokens: the Linear's addmm works on rows, the activation on the
+    3-d view of its result, which the folded call's result is, reinterpreted."""
+    fc = linear(32, 48, dtype)
+    x = torch.randn(2, 8, 32, dtype=dtype)
+    with torch.no_grad():
+        got, source = compile_and_run(tmp_path, monkeypatch, lambda x: activation(fc(x)), x)
+        want = activation(fc(x).float())
+    assert source.count(FOLDED) == 1 and "aten_addmm_default" not in source
+    assert f"use_gelu={use_gelu}" in source
+    assert "@triton.jit" not in source  # the activation's kernel is gone
+    torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda h: F.gelu(h),  # erf-GELU: cuBLASLt's epilogue computes tanh-GELU
+        lambda h: F.gelu(h, approximate="tanh") + 1.0,
+        lambda h: torch.clamp(gelu_new(h), max=0.5),
+        lambda h: (h, torch.relu(h)),  # the addmm is read twice
+        lambda h: torch.relu(h) * h.sum(),
+    ],
+    ids=["erf-gelu", "gelu-plus-one", "clamped-gelu", "returned-too", "read-by-a-sum"],
+)
+def test_anything_else_keeps_its_addmm(tmp_path, monkeypatch, fn):
+    fc = linear(32, 48)
+    x = torch.randn(16, 32, dtype=torch.bfloat16)
+    with torch.no_grad():
+        got, source = compile_and_run(tmp_path, monkeypatch, lambda x: fn(fc(x)), x)
+        want = fn(fc(x))
+    assert FOLDED not in source and "aten_addmm_default(" in source
+    for g, w in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want))):
+        torch.testing.assert_close(g.float(), w.float(), rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize(
+    "dtype, kwargs",
+    [(torch.float32, {}), (torch.bfloat16, {"beta": 0.5}), (torch.bfloat16, {"alpha": 2.0})],
+    ids=["f32", "beta", "alpha"],
+)
+def test_an_addmm_outside_the_epilogue_path_keeps_its_relu(tmp_path, monkeypatch, dtype, kwargs):
+    """f32, or a scaled product or bias: cuBLASLt's epilogue path takes none of them."""
+    torch.manual_seed(0)
+    b, x, w = (
+        torch.randn(24, dtype=dtype),
+        torch.randn(16, 32, dtype=dtype),
+        torch.randn(32, 24, dtype=dtype),
+    )
+    fn = lambda b, x, w: torch.relu(torch.addmm(b, x, w, **kwargs))  # noqa: E731
+    got, source = compile_and_run(tmp_path, monkeypatch, fn, b, x, w)
+    assert FOLDED not in source
+    torch.testing.assert_close(got.float(), fn(b, x, w).float(), rtol=2e-2, atol=5e-2)
+
+
+def test_a_training_step_keeps_the_addmm_its_backward_reads(tmp_path, monkeypatch):
+    """The forward saves the addmm for the GELU's backward: two readers, nothing folds."""
+    fc = linear(32, 48)
+    x = torch.randn(16, 32, dtype=torch.bfloat16, requires_grad=True)
+    step = lambda x: gelu_new(fc(x)).float().square().sum()  # noqa: E731
+    loss, source = compile_and_run(tmp_path, monkeypatch, step, x)
+    loss.backward()
+    got = (x.grad.clone(), fc.weight.grad.clone())
+    x.grad, fc.weight.grad = None, None
+    step(x).backward()
+    assert FOLDED not in source
+    for g, w in zip(got, (x.grad, fc.weight.grad)):
+        torch.testing.assert_close(g.float(), w.float(), rtol=5e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize(
+    "expr, name, same",
+    [
+        # sqrt(2 / pi) as another program rounds it: same function
+        (
+            0.5 * X * (1 + sympy.tanh(0.7978845608028655 * X + 0.0356774081363001 * X**3)),
+            "gelu_tanh",
+            True,
+        ),  # fmt: skip
+        (
+            X * (0.5 + 0.5 * sympy.tanh(0.7978845608028654 * (X + 0.044715 * X * X * X))),
+            "gelu_tanh",
+            True,
+        ),  # fmt: skip
+        # a constant off by 1e-6 is another function
+        (
+            0.5 * X * (1 + sympy.tanh(0.7978853 * X + 0.0356774081363001 * X**3)),
+            "gelu_tanh",
+            False,
+        ),  # fmt: skip
+        (0.5 * X * (1 + sympy.erf(0.7071067811865476 * X)), "gelu_tanh", False),
+        (sympy.Max(sympy.Float(0.0), X), "relu", True),
+        (sympy.Max(X, 1e-30), "relu", False),
+        (1.0 * sympy.Max(X, 0), "relu", True),
+    ],
+)
+def test_an_activation_is_recognized_by_its_function_not_its_spelling(expr, name, same):
+    assert same_function(expr, ACTIVATIONS[name]) is same
