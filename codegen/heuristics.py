@@ -18,7 +18,8 @@ Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as In
   short columns (FEW_COLUMNS, SHORT_COLUMN) take a column or a few a program instead, each
   column in one step.
 - warps: a warp per 128 elements of the tile, 2 to 8; a looped inner row of at least LONG_ROW
-  elements up to `max-warps` (16, as Inductor's `_num_warps` allows looped reductions).
+  elements up to 16 (as Inductor's `_num_warps` allows looped reductions), one of at least
+  VERY_LONG_ROW 32; `max-warps` caps them all.
 """
 
 from __future__ import annotations
@@ -51,10 +52,15 @@ FEW_COLUMNS, SHORT_COLUMN = 512, 1024
 #: the widest R0_BLOCK of a looped reduction
 MAX_R_BLOCK = 2048
 #: the most warps a reduction's program gets, and the most a looped row shorter than LONG_ROW gets
-MAX_WARPS, SHORT_ROW_WARPS = 16, 8
-#: a looped inner row this long takes up to MAX_WARPS: on an H200 16 warps run softmax, sums and
-#: variances of 8192 to 65536 elements 2-21% faster than 8, and a 4096-wide layer norm 4% slower
-LONG_ROW = 8192
+MAX_WARPS, SHORT_ROW_WARPS = 32, 8
+#: a looped inner row this long takes up to LONG_ROW_WARPS: on an H200 16 warps run softmax, sums
+#: and variances of 8192 to 65536 elements 2-21% faster than 8, and a 4096-wide layer norm 4% slower
+LONG_ROW, LONG_ROW_WARPS = 8192, 16
+#: a looped inner row this long takes VERY_LONG_ROW_WARPS (a program of 1024 threads): on an H200
+#: a softmax of 1024 rows of 65536 f32 (R0_BLOCK 2048, its second loop walking backward) took
+#: 186 us at 32 warps against 197-201 us at 16. Fewer programs then share an SM, so more of each
+#: row is still in L2 when the loop after the first reads it again.
+VERY_LONG_ROW, VERY_LONG_ROW_WARPS = 65536, 32
 
 
 @dataclass(frozen=True)
@@ -142,8 +148,13 @@ def looped_config(
     xnumel: int, rnumel: int, inner: bool, max_r_block: int, max_warps: int = MAX_WARPS
 ) -> LaunchConfig:
     if inner:
-        warps = max_warps if rnumel >= LONG_ROW else min(max_warps, SHORT_ROW_WARPS)
-        return _reduction(1, min(max_r_block, next_power_of_2(rnumel)), warps)
+        rblock = min(max_r_block, next_power_of_2(rnumel))
+        if rnumel >= VERY_LONG_ROW:
+            return LaunchConfig(
+                {"XBLOCK": 1, "R0_BLOCK": rblock}, min(max_warps, VERY_LONG_ROW_WARPS)
+            )
+        warps = LONG_ROW_WARPS if rnumel >= LONG_ROW else SHORT_ROW_WARPS
+        return _reduction(1, rblock, min(max_warps, warps))
     if xnumel <= FEW_COLUMNS and rnumel <= SHORT_COLUMN:
         # a program or two at 32 columns would walk its rows one short step after another:
         # Inductor's OUTER_TINY config, each program a column or a few, their rows in one step
