@@ -3,6 +3,7 @@ tanh-GELU reads runs as one `aten._addmm_activation` call, however the program s
 activation; anything else keeps its addmm. End to end on CPU tensors (ATen runs the call,
 Triton's interpreter the kernels), against eager."""
 
+import copy
 import math
 import warnings
 
@@ -67,6 +68,24 @@ def test_an_activation_only_reading_an_addmm_folds_into_it(
     assert f"use_gelu={use_gelu}" in source
     assert "@triton.jit" not in source  # the activation's kernel is gone
     torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
+
+
+def test_symbolic_sizes_fold_too(tmp_path, monkeypatch):
+    """Under dynamic=True the token count is a symbol; one call serves every count."""
+    fc = linear(32, 48)
+    reference = copy.deepcopy(fc).float()
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    compiled = torch.compile(
+        lambda x: F.gelu(fc(x), approximate="tanh"), backend="mind", dynamic=True
+    )
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        for tokens in (5, 9):
+            x = torch.randn(2, tokens, 32, dtype=torch.bfloat16)
+            want = F.gelu(reference(x.float()), approximate="tanh")
+            torch.testing.assert_close(compiled(x).float(), want, rtol=2e-2, atol=2e-2)
+    source = "".join(p.read_text() for p in sorted(tmp_path.glob("*.py")))
+    assert source.count(FOLDED) == 1 and "aten_addmm_default" not in source
 
 
 @pytest.mark.parametrize(
