@@ -57,8 +57,8 @@ MAX_WARPS, SHORT_ROW_WARPS = 32, 8
 #: and variances of 8192 to 65536 elements 2-21% faster than 8, and a 4096-wide layer norm 4% slower
 LONG_ROW, LONG_ROW_WARPS = 8192, 16
 #: a looped inner row this long takes VERY_LONG_ROW_WARPS (a program of 1024 threads): on an H200
-#: a softmax of 1024 rows of 65536 f32 (R0_BLOCK 2048, its second loop walking backward) took
-#: 186 us at 32 warps against 197-201 us at 16. Fewer programs then share an SM, so more of each
+#: a softmax of 1024 rows of 65536 f32, written as mind writes it (R0_BLOCK 2048, the second loop
+#: walking backward), took 186 us at 32 warps against 197-201 us at 16. Fewer programs then share an SM, so more of each
 #: row is still in L2 when the loop after the first reads it again.
 VERY_LONG_ROW, VERY_LONG_ROW_WARPS = 65536, 32
 

@@ -147,3 +147,26 @@ def test_reordered_loops_fuse(name, dtype, tmp_path, monkeypatch):
     assert nodes == 1 or (
         nodes == 2 and refused and all("splits its reduction" in m for m in refused)
     )
+
+
+@pytest.mark.parametrize("act", [torch.relu, lambda h: F.gelu(h, approximate="tanh")])
+def test_a_folded_activation_keeps_eager_results_and_nans(act):
+    """mm-epilogues runs a Linear's ReLU or tanh-GELU in cuBLASLt's epilogue
+    (aten._addmm_activation): its results are eager's to bf16's rounding, and a row of NaN
+    inputs gives NaN, as torch.relu and gelu give it."""
+    torch.manual_seed(0)
+    fc = torch.nn.Linear(768, 3072, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(512, 768, device="cuda", dtype=torch.bfloat16)
+    x[3] = float("nan")
+    with torch.no_grad():
+        got = compiled(lambda x: act(fc(x)), x)
+        want = act(F.linear(x.float(), fc.weight.float(), fc.bias.float()))
+    assert torch.equal(got.isnan(), want.isnan())
+    close(got.nan_to_num(), want.nan_to_num(), 2e-2)
+
+
+def test_a_long_row_softmax():
+    """Rows of 65536 compile for the device at 32 warps, the normalizing loop walking each row
+    last to first (lit_tests/triton/long_rows.scheduled shows the config)."""
+    x = torch.randn(64, 65536, device="cuda") * 4
+    close(compiled(lambda x: torch.softmax(x, -1), x), torch.softmax(x, -1), 1e-6)
