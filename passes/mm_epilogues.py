@@ -16,9 +16,9 @@ kernel would. It applies where:
   f16 or bf16: cuBLASLt's epilogue path (others fall back to an addmm and the activation inside
   ATen, no faster; f32 was not measured);
 - nothing else reads its result: a training forward that saves it for the backward keeps it;
-- the reader reads it element for element in the reader's own contiguous layout (through a
-  view that only regroups dims, as `x.view(-1, k) @ w` and back), so its result is the call's
-  memory, reinterpreted.
+- the reader reads each element where its own result puts it (through views that regroup or
+  permute dims: `x.view(-1, k) @ w` and back, a transpose), so its result is the call's memory,
+  reinterpreted.
 
 It runs after `inline`, where an activation and its views are one node.
 """
@@ -74,10 +74,10 @@ def _sole_pointwise_reader(call: LoopsCall, block: Block) -> Pointwise | None:
 
 
 def _reads_in_place(node: Pointwise, load: Load) -> bool:
-    """Whether `node`, contiguous and of the call's dtype and size, reads the call's result at
-    its own flat offset: element i of its result is f(element i of the call's)."""
+    """Whether `node`, dense and of the call's dtype and size, reads the call's result at its
+    own memory offset: the element at offset i of its result is f(the call's at offset i)."""
     out, src = node.result.type, load.source.type
-    if out.strides is None or tuple(out.strides) != contiguous_strides(out.shape):
+    if out.strides is None or not _dense(out):
         return False
     if out.dtype != src.dtype or tuple(strides_of(load.source)) != contiguous_strides(src.shape):
         return False
@@ -85,6 +85,22 @@ def _reads_in_place(node: Pointwise, load: Load) -> bool:
         return False
     own = sum((p * s for p, s in zip(pvars(0, len(out.shape)), out.strides)), sympy.Integer(0))
     return sympy.simplify(flat_offset(load.source, load.index) - own) == 0
+
+
+def _dense(t: TensorType) -> bool:
+    """Strides that lay the elements one after another, in some order of the dims (symbolic
+    strides: only in order)."""
+    if tuple(t.strides) == contiguous_strides(t.shape):
+        return True
+    dims = [(stride, size) for size, stride in zip(t.shape, t.strides) if size != 1]
+    if not all(isinstance(v, int) for dim in dims for v in dim):
+        return False
+    step = 1
+    for stride, size in sorted(dims):
+        if stride != step:
+            return False
+        step *= size
+    return True
 
 
 def _fold(graph: Operation, call: LoopsCall, node: Pointwise, use_gelu: bool) -> None:

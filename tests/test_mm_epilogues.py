@@ -70,6 +70,37 @@ def test_an_activation_only_reading_an_addmm_folds_into_it(
     torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize(
+    "view, strides",
+    [
+        (lambda h: h.view(4, 4, 24), (96, 24, 1)),
+        (lambda h: h.t(), (1, 24)),
+        (lambda h: h.view(4, 4, 24).permute(2, 0, 1), (1, 96, 24)),
+    ],
+    ids=["regrouped", "transposed", "permuted"],
+)
+def test_a_relu_over_a_view_of_the_call_reads_its_memory_in_place(
+    tmp_path, monkeypatch, view, strides
+):
+    """The node's result is where the call's elements are: the call's result, reinterpreted
+    with the strides eager gives the ReLU of the view."""
+    torch.manual_seed(0)
+    args = [torch.randn(*s, dtype=torch.bfloat16) for s in ((24,), (16, 32), (32, 24))]
+    fn = lambda b, x, w: torch.relu(view(torch.addmm(b, x, w)))  # noqa: E731
+    got, source = compile_and_run(tmp_path, monkeypatch, fn, *args)
+    want = fn(*args)
+    assert source.count(FOLDED) == 1 and got.stride() == want.stride() == strides
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_a_relu_of_part_of_the_call_keeps_the_addmm(tmp_path, monkeypatch):
+    args = [torch.randn(*s, dtype=torch.bfloat16) for s in ((24,), (16, 32), (32, 24))]
+    fn = lambda b, x, w: torch.relu(torch.addmm(b, x, w)[:, :10])  # noqa: E731
+    got, source = compile_and_run(tmp_path, monkeypatch, fn, *args)
+    assert FOLDED not in source
+    torch.testing.assert_close(got, fn(*args), rtol=0, atol=0)
+
+
 def test_symbolic_sizes_fold_too(tmp_path, monkeypatch):
     """Under dynamic=True the token count is a symbol; one call serves every count."""
     fc = linear(32, 48)
