@@ -218,10 +218,12 @@ def looped_candidates(xnumel: int, rnumel: int, inner: bool) -> list[LaunchConfi
     else:
         shapes = [(32, 64), (64, 64), (16, 32), (64, 16), (128, 8), (8, 512), (64, 4), (32, 16)]
         shapes += [(64, 8), (1, 1024), (2, 512), (4, 256), (8, 128)]
+    # a long row may take a program of 1024 threads (VERY_LONG_ROW's rule; tuning finds where)
+    warps = ((4, 8, 16, 32) if rnumel >= LONG_ROW else (4, 8, 16)) if inner else (4, 8)
     return [
         LaunchConfig({"XBLOCK": min(x, next_power_of_2(xnumel)), "R0_BLOCK": min(b, r)}, w)
         for x, b in shapes
-        for w in ((4, 8, 16) if inner else (4, 8))
+        for w in warps
     ]
 
 
