@@ -56,6 +56,11 @@ def linear_gelu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tens
     return F.gelu(x @ w + b, approximate="tanh")
 
 
+def mlp_projection(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A transformer MLP's first Linear and its tanh-GELU (an addmm: mm-epilogues folds it)."""
+    return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+
 @dataclass(frozen=True)
 class Input:
     """One argument: its shape at full and small size, dtype, and a scale that keeps values O(1)."""
@@ -85,6 +90,11 @@ K = 4096
 def _matmul_flops(args: tuple[torch.Tensor, ...]) -> int:
     x, w, _ = args
     return 2 * x.shape[0] * x.shape[1] * w.shape[1]
+
+
+def _linear_flops(args: tuple[torch.Tensor, ...]) -> int:
+    x, w, _ = args
+    return 2 * x.shape[0] * x.shape[1] * w.shape[0]
 
 
 CASES: tuple[Case, ...] = (
@@ -125,6 +135,16 @@ CASES: tuple[Case, ...] = (
         ),
         flops=_matmul_flops,
         tol=1e-2,  # a compiler may run the matmul in TF32
+    ),
+    Case(  # GPT-2's MLP projection, batch 8 x 256 tokens
+        "mlp_gelu_bf16_2048x768x3072",
+        mlp_projection,
+        (
+            Input((2048, 768), (16, 32), BF16),
+            Input((3072, 768), (24, 32), BF16, scale=1 / math.sqrt(768)),
+            Input((3072,), (24,), BF16),
+        ),
+        flops=_linear_flops,
     ),
 )
 
