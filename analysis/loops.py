@@ -213,9 +213,11 @@ def flat_offset(value: Value, index: Access) -> IntLike:
 
 
 def simplify_index(expr: IntLike) -> IntLike:
-    """Expand to a sum of terms (`128*p0 + p1`) and fold `c*floor(x/c) + Mod(x, c)` back into
-    `x`, the pair that a reshape of a contiguous buffer leaves behind (x may itself be a floor:
-    two reshapes in a row leave `384*floor(p/384) + 64*Mod(floor(p/64), 6) + Mod(p, 64)`)."""
+    """Expand to a sum of terms (`128*p0 + p1`) and fold `k*c*floor(x/c) + k*Mod(x, c)` back
+    into `k*x`, the pair that a reshape of a contiguous buffer leaves behind (x may itself be a
+    floor: two reshapes in a row leave `384*floor(p/384) + 64*Mod(floor(p/64), 6) + Mod(p,
+    64)`). c and k may be sizes (`16*s0*Mod(floor(p/(16*s0)), 4) + 64*s0*floor(p/(64*s0))` is
+    `16*s0*floor(p/(16*s0))`), as dynamic shapes make them."""
     return expr if isinstance(expr, int) or expr in _SIMPLE else _simplify_index(expr)
 
 
@@ -234,10 +236,20 @@ def _simple(expr: IntLike) -> IntLike:
     return expr
 
 
-def _floor_div(x: sympy.Expr, c: sympy.Integer) -> sympy.Expr:
-    """floor(x / c), with floor(floor(y) / c) as floor(y / c) (equal for c > 0), the form
-    sympy keeps for a floor of a floor."""
-    return sympy.floor((x.args[0] if isinstance(x, sympy.floor) and c > 0 else x) / c)
+def _floor_div(x: sympy.Expr, c: sympy.Expr) -> sympy.Expr:
+    """floor(x / c), with floor(floor(y) / c) as floor(y / c) (equal for c > 0, as an integer
+    or a size is where it divides), the form sympy keeps for a floor of a floor."""
+    positive = c > 0 if c.is_Integer else not c.is_Number
+    return sympy.floor((x.args[0] if isinstance(x, sympy.floor) and positive else x) / c)
+
+
+def _divisor(c: sympy.Expr) -> bool:
+    """A Mod's right side the fold takes: a positive integer, or sizes (a product of symbols),
+    positive wherever a Mod by them is defined."""
+    if c.is_Integer:
+        return c > 0
+    coeff, rest = c.as_coeff_Mul()
+    return coeff.is_Integer and coeff > 0 and all(f.is_Symbol for f in sympy.Mul.make_args(rest))
 
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
@@ -248,10 +260,11 @@ def _simplify_index(expr: sympy.Expr) -> IntLike:
         changed = False
         terms = sympy.Add.make_args(expr)
         for term in terms:
-            coeff, rest = term.as_coeff_Mul()
-            if not isinstance(rest, sympy.Mod) or not rest.args[1].is_Integer:
+            mods = [f for f in sympy.Mul.make_args(term) if isinstance(f, sympy.Mod)]
+            if len(mods) != 1 or not _divisor(mods[0].args[1]):
                 continue
-            x, c = rest.args
+            coeff = term / mods[0]  # k of k*Mod(x, c): an integer, or sizes
+            x, c = mods[0].args
             partner = coeff * c * _floor_div(x, c)
             if partner in terms:
                 expr = sympy.expand(expr - term - partner + coeff * x)
@@ -287,12 +300,29 @@ def _with_ranges(expr: sympy.Expr, ranges: tuple[tuple[sympy.Symbol, IntLike], .
         terms = sympy.Add.make_args(sympy.expand(arg))
         whole = sympy.Add(*(t for t in terms if t.is_integer))
         num, den = sympy.fraction(sympy.together(arg - whole))
-        return whole if _below(num, den, bounds) else whole + sympy.floor(arg - whole)
+        if _below(num, den, bounds):
+            return whole
+        return whole + _drop_remainder(num, den, bounds)
 
     def fold(e: sympy.Expr) -> sympy.Expr:  # inner terms first: replace works bottom up
         return mod(*e.args) if isinstance(e, sympy.Mod) else floor(e.args[0])
 
     return simplify_index(expr.replace(lambda e: isinstance(e, sympy.Mod | sympy.floor), fold))
+
+
+def _drop_remainder(num: sympy.Expr, den: sympy.Expr, ranges: dict) -> sympy.Expr:
+    """floor(num / den), as floor(n / d) where num is c*n + r and den is c*d (c an integer) with
+    0 <= r < c: floor((c*n + r) / (c*d)) is floor(floor((c*n + r) / c) / d), and the inner
+    floor is n. A flat index split over [s, 256] and joined again reads `floor((256*p0 +
+    p1) / (256*s))`, which is `floor(p0 / s)` for p1 < 256."""
+    c, d = den.as_coeff_Mul()
+    if c.is_Integer and c > 1:
+        terms = sympy.Add.make_args(sympy.expand(num))
+        whole = [t for t in terms if (t / c).is_integer]
+        rest = sympy.Add(*(t for t in terms if t not in whole))
+        if whole and rest != 0 and _below(rest, c, ranges):
+            return sympy.floor(sympy.Add(*whole) / c / d)
+    return sympy.floor(num / den)
 
 
 def _below(x: sympy.Expr, bound: sympy.Expr, ranges: dict[sympy.Symbol, IntLike]) -> bool:

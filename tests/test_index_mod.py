@@ -84,6 +84,71 @@ def test_simplified_indexes_keep_their_values(data, n_size, m_size):
             assert int(sympy.sympify(cut).xreplace(at)) == reference(4 * m + n, m), (expr, cut)
 
 
+S = sym("s0")
+
+
+def _sized_tree(draw, depth: int) -> tuple[sympy.Expr, object]:
+    """A random index over p0, p1 and a size s0, Mods and floor divisions by sizes among them
+    (s0, 2*s0, 4), as dynamic shapes' reshapes make: the expression and its integer value."""
+    divisors = [(S, lambda s: s), (2 * S, lambda s: 2 * s), (sympy.Integer(4), lambda s: 4)]
+
+    def spec(depth: int) -> list:
+        terms = []
+        for _ in range(draw(st.integers(1, 3))):
+            kind = draw(st.sampled_from(["p0", "p1"] + ["mod", "div"] * (depth > 0)))
+            arg = (spec(depth - 1), draw(st.integers(0, 2))) if kind in ("mod", "div") else None
+            terms.append((draw(st.sampled_from([1, 2, 4])), draw(st.booleans()), kind, arg))
+        return terms
+
+    def build(terms, p0, p1, s, symbolic: bool):
+        total = 0
+        for c, sized, kind, arg in terms:
+            if kind in ("mod", "div"):
+                inner, d = arg
+                divisor = divisors[d][0] if symbolic else divisors[d][1](s)
+                x = build(inner, p0, p1, s, symbolic)
+                if symbolic:
+                    atom = Mod(x, divisor) if kind == "mod" else sympy.floor(x / divisor)
+                else:
+                    atom = x % divisor if kind == "mod" else x // divisor
+            else:
+                atom = p0 if kind == "p0" else p1
+            total = total + c * (S if symbolic else s) ** int(sized) * atom
+        return total
+
+    terms = spec(depth)
+    expr = sympy.sympify(build(terms, N, M, None, True))
+    return expr, lambda n, m, s: build(terms, n, m, s, False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_indexes_over_sizes_keep_their_values(data):
+    """`k*c*floor(x/c) + k*Mod(x, c)` folds to `k*x` for sizes c and k too, and by ranges
+    `floor((c*n + r)/(c*d))` is `floor(n/d)` for r < c: every value stays, for any size."""
+    expr, reference = _sized_tree(data.draw, 3)
+    simple = simplify_index(expr)
+    ranged = simplify_with_ranges(expr, {N: 2 * S, M: 4})
+    for s in (1, 2, 3, 5):
+        for n in range(2 * s):
+            for m in range(4):
+                at = {N: sympy.Integer(n), M: sympy.Integer(m), S: sympy.Integer(s)}
+                want = reference(n, m, s)
+                assert int(sympy.sympify(simple).xreplace(at)) == want, (expr, simple, at)
+                assert int(sympy.sympify(ranged).xreplace(at)) == want, (expr, ranged, at)
+
+
+def test_a_reshape_round_trip_over_sizes_is_the_identity():
+    """[s*256] rows split as [s, s1, 256] and joined again, and a flat index split by 16, by s
+    and by 4 and joined: what dynamic shapes left in kernels as div and mod chains."""
+    s0, s1, x = sym("s0"), sym("s1"), sym("x0")
+    split = 256 * s1 * sympy.floor(N / s1 + M / (256 * s1)) + Mod(M, 256)
+    split += 256 * Mod(N + sympy.floor(M / 256), s1) + 256 * sympy.floor(Mod(M, 256) / 256)
+    assert simplify_with_ranges(split, {N: s0 * s1, M: 256}) == 256 * N + M
+    chain = 16 * s1 * Mod(sympy.floor(x / (16 * s1)), 4) + 64 * s1 * sympy.floor(x / (64 * s1))
+    assert simplify_index(chain + Mod(x, 16) + 16 * Mod(sympy.floor(x / 16), s1)) == x
+
+
 @pytest.mark.usefixtures("isolated_runtime")
 def test_window_partition_then_strided_merge_matches_eager():
     """Swin's window reverse, then its patch merging (rows and columns two apart, concatenated):
