@@ -29,7 +29,13 @@ from dataclasses import dataclass
 
 import sympy
 from mind.analysis.activations import activation_of
-from mind.analysis.loops import flat_offset, pvars, strides_of
+from mind.analysis.loops import (
+    flat_offset,
+    pvars,
+    simplify_index,
+    simplify_with_ranges,
+    strides_of,
+)
 from mind.dialects.common import Reinterpret
 from mind.dialects.loops import Load, LoopsCall, Pointwise
 from mind.ir import dtypes as dt
@@ -83,8 +89,10 @@ def _reads_in_place(node: Pointwise, load: Load) -> bool:
         return False
     if sympy.simplify(sympy.prod(out.shape) - sympy.prod(src.shape)) != 0:
         return False
-    own = sum((p * s for p, s in zip(pvars(0, len(out.shape)), out.strides)), sympy.Integer(0))
-    return sympy.simplify(flat_offset(load.source, load.index) - own) == 0
+    p = pvars(0, len(out.shape))
+    own = sum((v * stride for v, stride in zip(p, out.strides)), sympy.Integer(0))
+    apart = simplify_index(flat_offset(load.source, load.index) - own)
+    return simplify_with_ranges(apart, dict(zip(p, out.shape))) == 0
 
 
 def _dense(t: TensorType) -> bool:

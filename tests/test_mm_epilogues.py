@@ -119,6 +119,30 @@ def test_symbolic_sizes_fold_too(tmp_path, monkeypatch):
     assert source.count(FOLDED) == 1 and "aten_addmm_default" not in source
 
 
+def test_an_mlp_under_symbolic_sizes_folds_its_first_projection(tmp_path, monkeypatch):
+    """fc2(gelu(fc1(x))) over [2, tokens, width] with tokens a symbol: the GELU node, realized
+    as fc2's [2 * tokens, ffn] rows, reads fc1's rows through the [2, tokens, ffn] view, an
+    index of floors and Mods by the symbol that is its own offset only by the loop ranges."""
+    fc1, fc2 = linear(32, 48), linear(48, 32)
+    mlp = lambda x: fc2(F.gelu(fc1(x), approximate="tanh"))  # noqa: E731
+    reference = lambda x: F.linear(  # noqa: E731
+        F.gelu(F.linear(x, fc1.weight.float(), fc1.bias.float()), approximate="tanh"),
+        fc2.weight.float(),
+        fc2.bias.float(),
+    )
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    compiled = torch.compile(mlp, backend="mind", dynamic=True)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        for tokens in (5, 9):
+            x = torch.randn(2, tokens, 32, dtype=torch.bfloat16)
+            torch.testing.assert_close(
+                compiled(x).float(), reference(x.float()), rtol=3e-2, atol=3e-2
+            )
+    source = "".join(p.read_text() for p in sorted(tmp_path.glob("*.py")))
+    assert source.count(FOLDED) == 1 and source.count("aten_addmm_default(") == 1
+
+
 @pytest.mark.parametrize(
     "fn",
     [
