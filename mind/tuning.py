@@ -10,10 +10,10 @@ loads it fuses, ATen for the copies it needs and the epilogue's kernel. The temp
 where it is clearly faster, in TEMPLATE_MARGIN of ATen's time: the probe times the matmul alone,
 and in the graph its neighbours differ (what is in L2, what they store). On an H200, ViT's QKV
 projection won its probe by 4% (0.0239 against 0.0249 ms) and cost 20 µs more in the graph.
-Inductor takes the faster outright. The answer is recorded
-in the tuning cache under the probe's text and what compiles it (the pipelines, mind's source,
-the torch and Triton versions, the device), so a later compile of the same problem, a later
-layer's included, compiles and runs nothing. Where nothing can be timed (no GPU), it cannot
+Inductor takes the faster outright. The answer is recorded in the tuning cache under the probe's
+text and what compiles it (the pipelines, mind's source, the torch and Triton versions, the
+device), so a later compile of the same problem, a later layer's included, compiles and runs
+nothing. Where nothing can be timed (no GPU), it cannot
 tell, and mm-templates keeps ATen.
 """
 
