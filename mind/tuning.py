@@ -13,8 +13,7 @@ projection won its probe by 4% (0.0239 against 0.0249 ms) and cost 20 µs more i
 Inductor takes the faster outright. The answer is recorded in the tuning cache under the probe's
 text and what compiles it (the pipelines, mind's source, the torch and Triton versions, the
 device), so a later compile of the same problem, a later layer's included, compiles and runs
-nothing. Where nothing can be timed (no GPU), it cannot
-tell, and mm-templates keeps ATen.
+nothing. Where nothing can be timed (no GPU), it cannot tell, and mm-templates keeps ATen.
 """
 
 from __future__ import annotations
