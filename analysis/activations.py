@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
+from functools import cache
 
 import sympy
 from mind.dialects.loops import Load, Pointwise
@@ -59,10 +60,17 @@ def activation_of(node: Pointwise) -> tuple[str, Load] | None:
     if read is None:
         return None
     load, expr = read
-    for name, definition in ACTIVATIONS.items():
-        if same_function(expr, definition):
+    normal = _normal(expr)
+    for name, definition in _normal_definitions().items():
+        if _close(normal, definition):
             return name, load
     return None
+
+
+@cache
+def _normal_definitions() -> dict[str, sympy.Expr]:
+    """ACTIVATIONS in `_normal` form, made once."""
+    return {name: _normal(definition) for name, definition in ACTIVATIONS.items()}
 
 
 def as_function(node: Pointwise) -> tuple[Load, sympy.Expr] | None:

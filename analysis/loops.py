@@ -237,10 +237,9 @@ def _simple(expr: IntLike) -> IntLike:
 
 
 def _floor_div(x: sympy.Expr, c: sympy.Expr) -> sympy.Expr:
-    """floor(x / c), with floor(floor(y) / c) as floor(y / c) (equal for c > 0, as an integer
-    or a size is where it divides), the form sympy keeps for a floor of a floor."""
-    positive = c > 0 if c.is_Integer else not c.is_Number
-    return sympy.floor((x.args[0] if isinstance(x, sympy.floor) and positive else x) / c)
+    """floor(x / c) for a `_divisor` c, with floor(floor(y) / c) as floor(y / c) (equal for
+    c > 0), the form sympy keeps for a floor of a floor."""
+    return sympy.floor((x.args[0] if isinstance(x, sympy.floor) else x) / c)
 
 
 def _divisor(c: sympy.Expr) -> bool:

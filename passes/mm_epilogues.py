@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy
 from mind.analysis.activations import activation_of
+from mind.analysis.deps import equal, product
+from mind.analysis.layouts import strides_in_order
 from mind.analysis.loops import (
     flat_offset,
     pvars,
@@ -87,11 +88,10 @@ def _reads_in_place(node: Pointwise, load: Load) -> bool:
         return False
     if out.dtype != src.dtype or tuple(strides_of(load.source)) != contiguous_strides(src.shape):
         return False
-    if sympy.simplify(sympy.prod(out.shape) - sympy.prod(src.shape)) != 0:
+    if not equal(product(list(out.shape)), product(list(src.shape))):
         return False
     p = pvars(0, len(out.shape))
-    own = sum((v * stride for v, stride in zip(p, out.strides)), sympy.Integer(0))
-    apart = simplify_index(flat_offset(load.source, load.index) - own)
+    apart = simplify_index(flat_offset(load.source, load.index) - flat_offset(node.result, p))
     return simplify_with_ranges(apart, dict(zip(p, out.shape))) == 0
 
 
@@ -100,15 +100,10 @@ def _dense(t: TensorType) -> bool:
     strides: only in order)."""
     if tuple(t.strides) == contiguous_strides(t.shape):
         return True
-    dims = [(stride, size) for size, stride in zip(t.shape, t.strides) if size != 1]
-    if not all(isinstance(v, int) for dim in dims for v in dim):
+    if not all(isinstance(s, int) for s in t.strides):
         return False
-    step = 1
-    for stride, size in sorted(dims):
-        if stride != step:
-            return False
-        step *= size
-    return True
+    dense = strides_in_order(t.shape, sorted(range(len(t.shape)), key=t.strides.__getitem__))
+    return all(n == 1 or s == d for n, s, d in zip(t.shape, t.strides, dense))
 
 
 def _fold(graph: Operation, call: LoopsCall, node: Pointwise, use_gelu: bool) -> None:
