@@ -40,14 +40,12 @@ OPS: dict[str, Callable[..., sympy.Expr]] = {
     "pow": operator.pow,
     "square": lambda a: a * a,
     "tanh": sympy.tanh,
-    "relu": lambda a: sympy.Max(a, 0),
-    "maximum": sympy.Max,
 }
 
-#: the activations a matmul epilogue applies, as functions of X
+#: the activations a matmul epilogue applies, as functions of X. Not ReLU: cuBLASLt's ReLU
+#: epilogue gives 0 for a NaN, where torch.relu gives NaN (a NaN would vanish)
 ACTIVATIONS = {
     "gelu_tanh": 0.5 * X * (1 + sympy.tanh(math.sqrt(2 / math.pi) * (X + 0.044715 * X**3))),
-    "relu": sympy.Max(X, 0),
 }
 
 #: how far a constant may be from the definition's, relative (f16's rounding is 4.9e-4)
@@ -126,7 +124,7 @@ def _close(a: sympy.Expr, b: sympy.Expr) -> bool:
         return False
     if not a.args:
         return a == b
-    if a.is_commutative and a.func in (sympy.Add, sympy.Mul, sympy.Max, sympy.Min):
+    if a.is_commutative and a.func in (sympy.Add, sympy.Mul):
         rest = list(b.args)  # the same terms in any order
         for term in a.args:
             match = next((i for i, other in enumerate(rest) if _close(term, other)), None)

@@ -151,9 +151,9 @@ def test_reordered_loops_fuse(name, dtype, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("act", [torch.relu, lambda h: F.gelu(h, approximate="tanh")])
 def test_a_folded_activation_keeps_eager_results_and_nans(act):
-    """mm-epilogues runs a Linear's ReLU or tanh-GELU in cuBLASLt's epilogue
-    (aten._addmm_activation): its results are eager's to bf16's rounding, and a row of NaN
-    inputs gives NaN, as torch.relu and gelu give it."""
+    """mm-epilogues runs a Linear's tanh-GELU in cuBLASLt's epilogue (aten._addmm_activation),
+    and not its ReLU (that epilogue turns a NaN into 0): results are eager's to bf16's rounding,
+    and a row of NaN inputs gives NaN, as torch.relu and gelu give it."""
     torch.manual_seed(0)
     fc = torch.nn.Linear(768, 3072, device="cuda", dtype=torch.bfloat16)
     x = torch.randn(512, 768, device="cuda", dtype=torch.bfloat16)

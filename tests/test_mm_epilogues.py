@@ -1,6 +1,6 @@
-"""mm-epilogues (passes/mm_epilogues.py, analysis/activations.py): an addmm that only a ReLU or a
-tanh-GELU reads runs as one `aten._addmm_activation` call, however the program spells the
-activation; anything else keeps its addmm. End to end on CPU tensors (ATen runs the call,
+"""mm-epilogues (passes/mm_epilogues.py, analysis/activations.py): an addmm that only a
+tanh-GELU reads runs as one `aten._addmm_activation` call, however the program spells the GELU;
+anything else (a ReLU among them) keeps its addmm. End to end on CPU tensors (ATen runs the call,
 Triton's interpreter the kernels), against eager."""
 
 import copy
@@ -16,6 +16,10 @@ from mind.analysis.activations import ACTIVATIONS, X, same_function
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
 FOLDED = "aten__addmm_activation_default("
+
+
+def gelu_tanh(h):
+    return F.gelu(h, approximate="tanh")
 
 
 def gelu_new(h):
@@ -40,23 +44,16 @@ def linear(width: int, ffn: int, dtype=torch.bfloat16) -> torch.nn.Linear:
 
 
 @pytest.mark.parametrize(
-    "activation, use_gelu",
+    "activation",
     [
-        (lambda h: F.gelu(h, approximate="tanh"), True),
-        (gelu_new, True),
-        (
-            lambda h: 0.5 * h * (1 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h))),
-            True,
-        ),
-        (torch.relu, False),
-        (lambda h: h.clamp_min(0), False),
+        gelu_tanh,
+        gelu_new,
+        lambda h: 0.5 * h * (1 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h))),
     ],
-    ids=["F.gelu-tanh", "gelu_new", "gelu-tanh-by-hand", "relu", "clamp_min"],
+    ids=["F.gelu-tanh", "gelu_new", "gelu-tanh-by-hand"],
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_an_activation_only_reading_an_addmm_folds_into_it(
-    tmp_path, monkeypatch, activation, use_gelu, dtype
-):
+def test_a_gelu_only_reading_an_addmm_folds_into_it(tmp_path, monkeypatch, activation, dtype):
     """Over [batch, seq, width] tokens: the Linear's addmm works on rows, the activation on the
     3-d view of its result, which the folded call's result is, reinterpreted."""
     fc = linear(32, 48, dtype)
@@ -65,7 +62,7 @@ def test_an_activation_only_reading_an_addmm_folds_into_it(
         got, source = compile_and_run(tmp_path, monkeypatch, lambda x: activation(fc(x)), x)
         want = activation(fc(x).float())
     assert source.count(FOLDED) == 1 and "aten_addmm_default" not in source
-    assert f"use_gelu={use_gelu}" in source
+    assert "use_gelu=True" in source
     assert "@triton.jit" not in source  # the activation's kernel is gone
     torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
 
@@ -79,23 +76,23 @@ def test_an_activation_only_reading_an_addmm_folds_into_it(
     ],
     ids=["regrouped", "transposed", "permuted"],
 )
-def test_a_relu_over_a_view_of_the_call_reads_its_memory_in_place(
+def test_a_gelu_over_a_view_of_the_call_reads_its_memory_in_place(
     tmp_path, monkeypatch, view, strides
 ):
     """The node's result is where the call's elements are: the call's result, reinterpreted
-    with the strides eager gives the ReLU of the view."""
+    with the strides eager gives the GELU of the view."""
     torch.manual_seed(0)
     args = [torch.randn(*s, dtype=torch.bfloat16) for s in ((24,), (16, 32), (32, 24))]
-    fn = lambda b, x, w: torch.relu(view(torch.addmm(b, x, w)))  # noqa: E731
+    fn = lambda b, x, w: gelu_tanh(view(torch.addmm(b, x, w)))  # noqa: E731
     got, source = compile_and_run(tmp_path, monkeypatch, fn, *args)
-    want = fn(*args)
-    assert source.count(FOLDED) == 1 and got.stride() == want.stride() == strides
-    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert source.count(FOLDED) == 1 and got.stride() == fn(*args).stride() == strides
+    want = fn(*(a.float() for a in args))
+    torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
 
 
-def test_a_relu_of_part_of_the_call_keeps_the_addmm(tmp_path, monkeypatch):
+def test_a_gelu_of_part_of_the_call_keeps_the_addmm(tmp_path, monkeypatch):
     args = [torch.randn(*s, dtype=torch.bfloat16) for s in ((24,), (16, 32), (32, 24))]
-    fn = lambda b, x, w: torch.relu(torch.addmm(b, x, w)[:, :10])  # noqa: E731
+    fn = lambda b, x, w: gelu_tanh(torch.addmm(b, x, w)[:, :10])  # noqa: E731
     got, source = compile_and_run(tmp_path, monkeypatch, fn, *args)
     assert FOLDED not in source
     torch.testing.assert_close(got, fn(*args), rtol=0, atol=0)
@@ -106,14 +103,12 @@ def test_symbolic_sizes_fold_too(tmp_path, monkeypatch):
     fc = linear(32, 48)
     reference = copy.deepcopy(fc).float()
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
-    compiled = torch.compile(
-        lambda x: F.gelu(fc(x), approximate="tanh"), backend="mind", dynamic=True
-    )
+    compiled = torch.compile(lambda x: gelu_tanh(fc(x)), backend="mind", dynamic=True)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         for tokens in (5, 9):
             x = torch.randn(2, tokens, 32, dtype=torch.bfloat16)
-            want = F.gelu(reference(x.float()), approximate="tanh")
+            want = gelu_tanh(reference(x.float()))
             torch.testing.assert_close(compiled(x).float(), want, rtol=2e-2, atol=2e-2)
     source = "".join(p.read_text() for p in sorted(tmp_path.glob("*.py")))
     assert source.count(FOLDED) == 1 and "aten_addmm_default" not in source
@@ -124,9 +119,9 @@ def test_an_mlp_under_symbolic_sizes_folds_its_first_projection(tmp_path, monkey
     as fc2's [2 * tokens, ffn] rows, reads fc1's rows through the [2, tokens, ffn] view, an
     index of floors and Mods by the symbol that is its own offset only by the loop ranges."""
     fc1, fc2 = linear(32, 48), linear(48, 32)
-    mlp = lambda x: fc2(F.gelu(fc1(x), approximate="tanh"))  # noqa: E731
+    mlp = lambda x: fc2(gelu_tanh(fc1(x)))  # noqa: E731
     reference = lambda x: F.linear(  # noqa: E731
-        F.gelu(F.linear(x, fc1.weight.float(), fc1.bias.float()), approximate="tanh"),
+        gelu_tanh(F.linear(x, fc1.weight.float(), fc1.bias.float())),
         fc2.weight.float(),
         fc2.bias.float(),
     )
@@ -147,12 +142,22 @@ def test_an_mlp_under_symbolic_sizes_folds_its_first_projection(tmp_path, monkey
     "fn",
     [
         lambda h: F.gelu(h),  # erf-GELU: cuBLASLt's epilogue computes tanh-GELU
-        lambda h: F.gelu(h, approximate="tanh") + 1.0,
+        lambda h: gelu_tanh(h) + 1.0,
         lambda h: torch.clamp(gelu_new(h), max=0.5),
-        lambda h: (h, torch.relu(h)),  # the addmm is read twice
-        lambda h: torch.relu(h) * h.sum(),
+        torch.relu,  # cuBLASLt's ReLU epilogue turns a NaN into 0
+        lambda h: h.clamp_min(0),
+        lambda h: (h, gelu_tanh(h)),  # the addmm is read twice
+        lambda h: gelu_tanh(h) * h.sum(),
     ],
-    ids=["erf-gelu", "gelu-plus-one", "clamped-gelu", "returned-too", "read-by-a-sum"],
+    ids=[
+        "erf-gelu",
+        "gelu-plus-one",
+        "clamped-gelu",
+        "relu",
+        "clamp_min",
+        "returned-too",
+        "read-by-a-sum",
+    ],
 )
 def test_anything_else_keeps_its_addmm(tmp_path, monkeypatch, fn):
     fc = linear(32, 48)
@@ -170,7 +175,7 @@ def test_anything_else_keeps_its_addmm(tmp_path, monkeypatch, fn):
     [(torch.float32, {}), (torch.bfloat16, {"beta": 0.5}), (torch.bfloat16, {"alpha": 2.0})],
     ids=["f32", "beta", "alpha"],
 )
-def test_an_addmm_outside_the_epilogue_path_keeps_its_relu(tmp_path, monkeypatch, dtype, kwargs):
+def test_an_addmm_outside_the_epilogue_path_keeps_its_gelu(tmp_path, monkeypatch, dtype, kwargs):
     """f32, or a scaled product or bias: cuBLASLt's epilogue path takes none of them."""
     torch.manual_seed(0)
     b, x, w = (
@@ -178,7 +183,7 @@ def test_an_addmm_outside_the_epilogue_path_keeps_its_relu(tmp_path, monkeypatch
         torch.randn(16, 32, dtype=dtype),
         torch.randn(32, 24, dtype=dtype),
     )
-    fn = lambda b, x, w: torch.relu(torch.addmm(b, x, w, **kwargs))  # noqa: E731
+    fn = lambda b, x, w: gelu_tanh(torch.addmm(b, x, w, **kwargs))  # noqa: E731
     got, source = compile_and_run(tmp_path, monkeypatch, fn, b, x, w)
     assert FOLDED not in source
     torch.testing.assert_close(got.float(), fn(b, x, w).float(), rtol=2e-2, atol=5e-2)
@@ -214,16 +219,3 @@ def test_a_training_step_keeps_the_addmm_its_backward_reads(tmp_path, monkeypatc
 )
 def test_tanh_gelu_is_recognized_by_its_function_not_its_spelling(expr, same):
     assert same_function(expr, ACTIVATIONS["gelu_tanh"]) is same
-
-
-@pytest.mark.parametrize(
-    "expr, same",
-    [
-        (sympy.Max(sympy.Float(0.0), X), True),
-        (1.0 * sympy.Max(X, 0), True),
-        (sympy.Max(X, 1e-30), False),
-        (sympy.Max(X, 0) + 1e-30, False),
-    ],
-)
-def test_relu_is_recognized_by_its_function(expr, same):
-    assert same_function(expr, ACTIVATIONS["relu"]) is same
