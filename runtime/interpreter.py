@@ -11,7 +11,8 @@ the interpreter itself leaves `triton.language.core` patched with interpreter bu
 kernel calls another jit function (triton 3.6), which breaks every later CUDA compile.
 
 The interpreter also truncates an f32 -> bf16 cast, where a compiled kernel (and torch) rounds to
-nearest even: an interpreted launch rounds (`_round_to_bf16`), so CPU results are the GPU's.
+nearest even, and writes an integer or f64 as bf16 bits: an interpreted launch converts to bf16
+as torch does (`_round_to_bf16`), so CPU results are the GPU's.
 Its atomics read a broadcast operand wrong; an interpreted launch passes them dense arrays."""
 
 from __future__ import annotations
@@ -79,12 +80,16 @@ def _checked_options(options):
 
 
 def _round_to_bf16(cast):
-    """`cast` (the interpreter builder's), with f32 -> bf16 rounded to nearest even as compiled
-    Triton does; NaN stays NaN (quiet), and a carry past the largest finite value gives inf."""
+    """`cast` (the interpreter builder's), with a cast to bf16 made as torch and compiled Triton
+    make it: the value in f32 first (the interpreter wrote an integer's or an f64's value as the
+    bits of a bf16: `(x != 0).to(bf16)` was 9e-41), then rounded to nearest even; NaN stays NaN
+    (quiet), and a carry past the largest finite value gives inf."""
 
     def rounding_cast(src, dst_type, *rest):
-        if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+        if dst_type.scalar != tl.bfloat16 or src.dtype.scalar == tl.bfloat16:
             return cast(src, dst_type, *rest)
+        if src.dtype.scalar != tl.float32:
+            src = interpreter_builder.cast_impl(src, tl.float32)
         bits = np.ascontiguousarray(src.data, dtype=np.float32).view(np.uint32)
         rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> 16
         quiet_nan = (bits >> np.uint32(16)) | np.uint32(0x40)
@@ -94,8 +99,8 @@ def _round_to_bf16(cast):
     return rounding_cast
 
 
-#: the builder's casts that take f32 to bf16 (`x.to(tl.bfloat16)` is an fp_trunc)
-_CASTS = ("create_fp_trunc", "create_fp_to_fp")
+#: the builder's casts that may make a bf16 (from f32, `x.to(tl.bfloat16)` is an fp_trunc)
+_CASTS = ("create_fp_trunc", "create_fp_to_fp", "create_si_to_fp", "create_ui_to_fp")
 
 
 def _dense_operands(rmw):

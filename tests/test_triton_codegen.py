@@ -429,6 +429,28 @@ def test_a_cast_to_bf16_rounds_to_nearest_even():
     torch.testing.assert_close(got, x.bfloat16(), rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.float64],
+)
+def test_a_cast_to_bf16_from_any_dtype_is_torchs(dtype):
+    """Through f32, as torch converts: the interpreter wrote an integer's or an f64's value as
+    the bits of a bf16 (a mean NLL loss in bf16, which divides by the count of its targets, was
+    inf). Values past f32's precision and bf16's range round as torch rounds them."""
+    from programs import no_fallback
+
+    x = torch.tensor([6.5, -1.25, 300.0, 0.0, 257.0, 16777217.0, 1e30, 3.3961e38, -1e300])
+    x = torch.cat([x, torch.randn(64, dtype=torch.float64) * 1000]).to(torch.float64)
+    if not dtype.is_floating_point:
+        x = x.clamp(-(2**62), 2**62) if dtype == torch.int64 else x.remainder(100) - 50
+    x = x.to(dtype)
+    torch._dynamo.reset()
+    with no_fallback():
+        got = torch.compile(lambda x: (x.bfloat16(), x.to(torch.float16)), backend="mind")(x)
+    for g, w in zip(got, (x.bfloat16(), x.to(torch.float16))):
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+
+
 def test_repeated_layers_share_one_kernel(tmp_path, monkeypatch):
     """Three identical layers (matmul, then relu, scale and softmax fused): one kernel, compiled
     and bound once, launched three times; eager's numbers."""
