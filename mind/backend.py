@@ -30,6 +30,7 @@ from mind.dialects.collectives import is_collective
 from mind.dump import GraphDump
 from mind.fallback import DYNAMO_CONTROL_FLOW, MindFallbackWarning, fall_back
 from mind.frontend import dynamo_guards
+from mind.higher_order import higher_order_ops, split_around_higher_order_ops
 from mind.ir.core import Module, Operation
 from mind.ir.logs import channel
 from mind.ir.types import SymType, TensorType
@@ -122,6 +123,8 @@ def compile_aten_graph(
     reported to it (a training forward's saved activations may be laid out otherwise than
     traced: see passes/channels_last.py)."""
     options = options or Options()
+    if higher_order_ops(aot_gm):
+        return _compile_parts(aot_gm, symbol, options)
     dump = GraphDump(symbol)
     kw: dict[str, Any] = dict(
         options=options, aten=aot_gm, interpret=True, recording=None, uncacheable=_burned_floats()
@@ -141,6 +144,25 @@ def compile_aten_graph(
         return MindCode.eager(symbol, exc, dump, **kw)
     report_output_strides(output_strides(call))
     return MindCode.compiled(call, module_key, symbol, dump, **kw)
+
+
+def _compile_parts(aot_gm: torch.fx.GraphModule, symbol: str, options: Options) -> MindCode:
+    """A graph holding higher-order ops, which torch runs, and parts around them, which mind
+    compiles (mind/higher_order.py). A part compiles outside AOTAutograd's tracing context,
+    which describes the whole graph's inputs and outputs, not the part's."""
+    from torch._guards import tracing
+
+    def compile_part(part: torch.fx.GraphModule, name: str) -> MindCode:
+        with tracing(None):
+            return compile_aten_graph(part, name, None, options)
+
+    ops = ", ".join(higher_order_ops(aot_gm))
+    log.info("graph %s: split around %s, which torch runs", symbol, ops)
+    call = split_around_higher_order_ops(aot_gm, symbol, compile_part)
+    why = f"it holds higher-order ops ({ops}), which torch runs"
+    return MindCode.split(
+        call, options=options, aten=aot_gm, interpret=True, recording=None, uncacheable=why
+    )
 
 
 def _layouts(graph: Operation, aot_gm: torch.fx.GraphModule, inputs: list | None) -> None:

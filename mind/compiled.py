@@ -98,16 +98,24 @@ class MindCode(OutputCode):
         code._call = run_eagerly(code.aten, symbol, exc, dump)
         return code
 
+    @classmethod
+    def split(cls, call: Callable[[list], object], **kw) -> MindCode:
+        """A graph run as parts: compiled ones, each checked on its own, and ops torch runs
+        (mind/higher_order.py)."""
+        code = cls(None, **kw)
+        code._call = boxed(call)
+        return code
+
     def __call__(self, args: list) -> object:
         return self._call(args)
 
     def prepare_for_serialization(self) -> None:
         """Called on the copy AOTAutograd stores: the module is referred to by its key, the
         ATen graph kept as code. An eager graph is not stored."""
-        if self.module_key is None:
-            raise BypassAOTAutogradCache("mind: the graph runs eagerly")
         if self.uncacheable is not None:
             raise BypassAOTAutogradCache(f"mind: {self.uncacheable}")
+        if self.module_key is None:
+            raise BypassAOTAutogradCache("mind: the graph runs eagerly")
         if isinstance(self.aten, torch.fx.GraphModule):
             self.aten = SerializedGraphModule(self.aten)
         self._call = None

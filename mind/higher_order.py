@@ -1,0 +1,86 @@
+"""ATen graphs holding higher-order ops: `torch.cond`, `while_loop`, `flex_attention`, ... ops
+whose arguments include graphs. mind's dialects have no op that holds a graph, so such a graph
+is split around them (torch.fx's `split_module`): each run of other ops between them compiles
+as a graph of its own (`<graph>_part<i>`: dumped, cached and checked as any graph), and each
+higher-order op runs as torch runs it eagerly, its subgraphs included (flex_attention's
+score_mod is vmapped by torch: no compiled code could stand in for it)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import torch
+from torch.fx.passes.split_module import split_module
+
+#: compiles one part: (its GraphModule, its symbol) -> a boxed callable
+CompilePart = Callable[[torch.fx.GraphModule, str], Callable[[list], object]]
+
+
+def higher_order_ops(gm: torch.fx.GraphModule) -> list[str]:
+    """The names of the higher-order ops `gm` calls, in order, once each."""
+    names = (str(n.target.name()) for n in gm.graph.nodes if _is_higher_order(n))
+    return list(dict.fromkeys(names))
+
+
+def split_around_higher_order_ops(
+    gm: torch.fx.GraphModule, symbol: str, compile_part: CompilePart
+) -> Callable[[list], object]:
+    """`gm` as a boxed callable that calls its compiled parts and its higher-order ops."""
+    split = split_module(gm, None, _partition_of(gm).__getitem__, keep_original_order=True)
+    for name, part in list(split.named_children()):
+        if not higher_order_ops(part):
+            single = _return_a_tuple(part)
+            code = compile_part(part, f"{symbol}_part{name.rsplit('_', 1)[1]}")
+            setattr(split, name, _Compiled(code, single))
+
+    def call(args: list) -> object:
+        inputs = list(args)
+        args.clear()  # as a generated `call` does: the caller's list holds nothing alive
+        return split(*inputs)
+
+    return call
+
+
+def _is_higher_order(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator)
+
+
+def _partition_of(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, int]:
+    """Each node's part: runs of ordinary ops numbered in order, each higher-order op a part of
+    its own with the getitems of its results (a part's inputs are tensors, not a tuple)."""
+    parts: dict[torch.fx.Node, int] = {}
+    part = 0
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        source = node.args[0] if node.target is operator.getitem else None
+        if isinstance(source, torch.fx.Node) and _is_higher_order(source):
+            parts[node] = parts[source]
+        elif _is_higher_order(node):
+            parts[node], part = part + 1, part + 2
+        else:
+            parts[node] = part
+    return parts
+
+
+def _return_a_tuple(part: torch.fx.GraphModule) -> bool:
+    """Make `part` return a tuple, as an ATen graph does; whether it returned one value."""
+    (output,) = part.graph.find_nodes(op="output")
+    single = not isinstance(output.args[0], tuple | list)
+    if single:
+        output.args = ((output.args[0],),)
+        part.recompile()
+    return single
+
+
+class _Compiled(torch.nn.Module):
+    """A compiled part where the split graph calls the part's module."""
+
+    def __init__(self, code: Callable[[list], object], single: bool):
+        super().__init__()
+        self.code, self.single = code, single
+
+    def forward(self, *args: object) -> object:
+        outs = self.code(list(args))
+        return outs[0] if self.single else tuple(outs)

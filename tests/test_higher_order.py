@@ -1,0 +1,85 @@
+"""Graphs holding higher-order ops (mind/higher_order.py): `torch.cond`, `while_loop` and
+flex_attention run as torch runs them, and the ops around them compile as parts of their own,
+dumped and checked as any graph; no graph falls back. Against eager, on CPU tensors."""
+
+import warnings
+
+import pytest
+import torch
+from programs import no_fallback
+from torch._higher_order_ops.while_loop import while_loop
+
+pytestmark = pytest.mark.usefixtures("isolated_runtime")
+
+
+def around_cond(p, a, w):
+    h = (a @ w).relu()
+    out = torch.cond(p.sum() > 0, lambda h: h.sin() * 2, lambda h: h.cos() + 1, (h,))
+    return out.sum(1) * 3
+
+
+def compiled_parts(tmp_path) -> list[str]:
+    """The parts mind compiled to kernels: the graphs whose generated module has a kernel."""
+    return sorted(
+        p.name.split(".")[0] for p in tmp_path.glob("*_part*.py") if "@triton.jit" in p.read_text()
+    )
+
+
+def test_the_ops_around_a_cond_compile_and_either_branch_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    compiled = torch.compile(around_cond, backend="mind")
+    with no_fallback():
+        for sign in (1, -1):  # one graph serves both branches
+            torch.testing.assert_close(compiled(x * sign, x, w), around_cond(x * sign, x, w))
+    assert compiled_parts(tmp_path) == ["graph0_forward_part0", "graph0_forward_part2"]
+    assert not list(tmp_path.glob("graph0_forward.*"))  # the whole graph is no graph of mind's
+
+
+def test_a_training_step_through_a_cond_gives_eagers_gradients(tmp_path, monkeypatch):
+    """The backward holds the cond of the branches' backwards: split as the forward is."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    x = torch.randn(4, 8)
+    w, reference = (torch.randn(8, 8).requires_grad_() for _ in range(2))
+    with torch.no_grad():
+        reference.copy_(w)
+    compiled = torch.compile(around_cond, backend="mind")
+    with no_fallback():
+        for sign in (1, -1):
+            compiled(x * sign, x, w).square().sum().backward()
+            around_cond(x * sign, x, reference).square().sum().backward()
+            torch.testing.assert_close(w.grad, reference.grad)
+            w.grad = reference.grad = None
+    assert "graph0_backward_part0" in compiled_parts(tmp_path)
+
+
+def test_a_cond_under_symbolic_sizes():
+    compiled = torch.compile(around_cond, backend="mind", dynamic=True)
+    with no_fallback():
+        for rows in (4, 7):
+            x, w = torch.randn(rows, 8), torch.randn(8, 8)
+            torch.testing.assert_close(compiled(-x, x, w), around_cond(-x, x, w))
+
+
+def test_a_while_loop_between_compiled_ops():
+    def fn(a):
+        _, out = while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2), (torch.tensor(0), a))
+        return out.exp() + a
+
+    x = torch.randn(6, 10)
+    with no_fallback():
+        torch.testing.assert_close(torch.compile(fn, backend="mind")(x), fn(x))
+
+
+def test_flex_attention_with_a_score_mod():
+    """torch vmaps the score_mod over the scores: it runs as torch runs it."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    def fn(q, k, v):
+        bias = lambda s, b, h, i, j: s + (i - j) * 0.1  # noqa: E731
+        return flex_attention(q.sin(), k, v, score_mod=bias).cos()
+
+    q, k, v = (torch.randn(1, 2, 16, 8) for _ in range(3))
+    with no_fallback(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*flex_attention.*")  # torch's own, eager
+        torch.testing.assert_close(torch.compile(fn, backend="mind")(q, k, v), fn(q, k, v))
