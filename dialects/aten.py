@@ -322,6 +322,12 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
             block.append(Operation("aten.output", list(to_attr(tuple(node.args[0]), values))))
         elif node.op == "get_attr":
             data = getattr(gm, node.target)
+            if not isinstance(data, torch.Tensor):
+                kind = "graph" if isinstance(data, torch.fx.GraphModule) else type(data).__name__
+                raise MindError(
+                    f"'{node.target}' is a {kind}, not a tensor: the aten dialect holds no graphs "
+                    "(a higher-order op's argument; the backend compiles around such ops)"
+                )
             op = Operation(
                 "aten.constant",
                 attrs={"data": data.flatten().tolist()},

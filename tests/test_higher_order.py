@@ -9,6 +9,8 @@ import torch
 from programs import no_fallback
 from torch._higher_order_ops.while_loop import while_loop
 
+import mind
+
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
 
@@ -83,3 +85,9 @@ def test_flex_attention_with_a_score_mod():
     with no_fallback(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention.*")  # torch's own, eager
         torch.testing.assert_close(torch.compile(fn, backend="mind")(q, k, v), fn(q, k, v))
+
+
+def test_capturing_a_cond_as_aten_ir_says_the_dialect_holds_no_graphs():
+    x = torch.randn(4, 8)
+    with pytest.raises(Exception, match="MindError: 'true_graph_0' is a graph, not a tensor"):
+        mind.capture(around_cond, x, x, torch.randn(8, 8), stage="aten")
