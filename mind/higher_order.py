@@ -2,8 +2,10 @@
 whose arguments include graphs. mind's dialects have no op that holds a graph, so such a graph
 is split around them (torch.fx's `split_module`): each run of other ops between them compiles
 as a graph of its own (`<graph>_part<i>`: dumped, cached and checked as any graph), and each
-higher-order op runs as torch runs it eagerly, its subgraphs included (flex_attention's
-score_mod is vmapped by torch: no compiled code could stand in for it)."""
+higher-order op runs as torch runs it eagerly. The subgraphs of those that call them with
+tensors (`CALLS_SUBGRAPHS`: a cond's branches, a while_loop's condition and body) compile too;
+the others keep torch's (flex_attention's score_mod, which torch vmaps: no compiled code could
+stand in for it)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from torch.fx.passes.split_module import split_module
 
 #: compiles one part: (its GraphModule, its symbol) -> a boxed callable
 CompilePart = Callable[[torch.fx.GraphModule, str], Callable[[list], object]]
+#: the higher-order ops whose eager implementation calls their subgraphs with tensors
+CALLS_SUBGRAPHS = ("cond", "while_loop")
 
 
 def higher_order_ops(gm: torch.fx.GraphModule) -> list[str]:
@@ -29,10 +33,11 @@ def split_around_higher_order_ops(
     """`gm` as a boxed callable that calls its compiled parts and its higher-order ops."""
     split = split_module(gm, None, _partition_of(gm).__getitem__, keep_original_order=True)
     for name, part in list(split.named_children()):
-        if not higher_order_ops(part):
-            single = _return_a_tuple(part)
-            code = compile_part(part, f"{symbol}_part{name.rsplit('_', 1)[1]}")
-            setattr(split, name, _Compiled(code, single))
+        part_symbol = f"{symbol}_part{name.rsplit('_', 1)[1]}"
+        if higher_order_ops(part):
+            _compile_subgraphs(part, part_symbol, compile_part)
+        else:
+            setattr(split, name, _compiled(part, part_symbol, compile_part))
 
     def call(args: list) -> object:
         inputs = list(args)
@@ -40,6 +45,23 @@ def split_around_higher_order_ops(
         return split(*inputs)
 
     return call
+
+
+def _compiled(gm: torch.fx.GraphModule, symbol: str, compile_part: CompilePart) -> torch.nn.Module:
+    single = _return_a_tuple(gm)
+    return _Compiled(compile_part(gm, symbol), single)
+
+
+def _compile_subgraphs(part: torch.fx.GraphModule, symbol: str, compile_part: CompilePart) -> None:
+    """Compile, in place, the subgraphs of `part`'s ops that call them with tensors."""
+    for node in part.graph.nodes:
+        if _is_higher_order(node) and node.target.name() in CALLS_SUBGRAPHS:
+            for arg in node.args:
+                if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
+                    graph = getattr(part, arg.target)
+                    setattr(
+                        part, arg.target, _compiled(graph, f"{symbol}_{arg.target}", compile_part)
+                    )
 
 
 def _is_higher_order(node: torch.fx.Node) -> bool:

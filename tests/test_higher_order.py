@@ -1,6 +1,7 @@
 """Graphs holding higher-order ops (mind/higher_order.py): `torch.cond`, `while_loop` and
 flex_attention run as torch runs them, and the ops around them compile as parts of their own,
-dumped and checked as any graph; no graph falls back. Against eager, on CPU tensors."""
+dumped and checked as any graph, as do a cond's branches; no graph falls back. Against eager, on
+CPU tensors."""
 
 import warnings
 
@@ -34,7 +35,12 @@ def test_the_ops_around_a_cond_compile_and_either_branch_runs(tmp_path, monkeypa
     with no_fallback():
         for sign in (1, -1):  # one graph serves both branches
             torch.testing.assert_close(compiled(x * sign, x, w), around_cond(x * sign, x, w))
-    assert compiled_parts(tmp_path) == ["graph0_forward_part0", "graph0_forward_part2"]
+    assert compiled_parts(tmp_path) == [
+        "graph0_forward_part0",
+        "graph0_forward_part1_false_graph_0",  # the branches compile too
+        "graph0_forward_part1_true_graph_0",
+        "graph0_forward_part2",
+    ]
     assert not list(tmp_path.glob("graph0_forward.*"))  # the whole graph is no graph of mind's
 
 
