@@ -65,23 +65,29 @@ def relu(x):
     return tl.where(x < 0, tl.zeros_like(x), x)
 
 
+# A helper that branches on a dtype does so with if/else: Triton's compiler skips the branch
+# not taken, but not the code after an `if` that returns (`a // b` of floats does not compile).
 @triton.jit
 def floordiv(a, b):
     """Python's a // b (Triton's // truncates toward zero on integers)."""
     if a.dtype.is_floating():
-        return tl.floor(a / b)
-    q = a // b
-    r = a - q * b
-    return tl.where((r != 0) & ((r < 0) != (b < 0)), q - 1, q)
+        q = tl.floor(a / b)
+    else:
+        q = a // b
+        r = a - q * b
+        q = tl.where((r != 0) & ((r < 0) != (b < 0)), q - 1, q)
+    return q
 
 
 @triton.jit
 def remainder(a, b):
     """Python's a % b: the sign of the divisor."""
     if a.dtype.is_floating():
-        return a - b * tl.floor(a / b)
-    r = a % b
-    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+        r = a - b * tl.floor(a / b)
+    else:
+        r = a % b
+        r = tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+    return r
 
 
 @triton.jit
@@ -107,8 +113,10 @@ def signbit(x):
         bits_type: tl.constexpr = tl.core.get_int_dtype(
             bitwidth=x.dtype.primitive_bitwidth, signed=True
         )
-        return x.to(bits_type, bitcast=True) < 0
-    return x < 0
+        negative = x.to(bits_type, bitcast=True) < 0
+    else:
+        negative = x < 0
+    return negative
 
 
 @triton.jit
@@ -117,8 +125,10 @@ def neg(x):
     leaves +0.0 positive (3.8 negates). A product with -1 is exact (it folds to a negation).
     Helpers negate floats through here."""
     if x.dtype.is_floating():
-        return x * -1.0
-    return -x
+        negated = x * -1.0
+    else:
+        negated = -x
+    return negated
 
 
 @triton.jit
