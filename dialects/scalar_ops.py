@@ -7,7 +7,8 @@ A row: the arity; the result's dtype where it is fixed (b8 for a predicate, i32 
 else the operands'; the torch function that computes it elementwise (the evaluator's reference, a
 name under `torch`; `frexp:exponent` names a field of what `torch.frexp` returns); the Python the
 Triton emitter writes, over the operand names `{0}, {1}, {2}`; whether an integer zero divisor
-raises in eager (on CPU: a kernel there asserts it is nonzero). Math without a `tl` builtin calls
+raises in eager (on CPU: a kernel there asserts it is nonzero); the dtypes it takes, where not
+all (what Triton compiles it for: IR that verifies compiles for a GPU). Math without a `tl` builtin calls
 `triton_helpers` (mind.runtime), which maps it to libdevice on a GPU and to `tl` primitives in
 the interpreter (the special functions: to torch's, on the host).
 """
@@ -35,6 +36,8 @@ class ScalarOp:
     triton: str = ""
     #: divides by its second operand: an integer zero divisor raises in eager on CPU
     divides: bool = False
+    #: the dtypes its operands may be (`TAKES`), where not all
+    takes: str = "any"
 
 
 def _rows(names: str, arity: int, result: dt.DType | None = None) -> list[ScalarOp]:
@@ -120,6 +123,31 @@ _TRITON: dict[str, str] = {
 #: ops whose integer form raises ZeroDivisionError on a zero divisor (CPU eager)
 _DIVIDES = "floordiv mod remainder fmod".split()
 
+#: the dtypes an op's operands may be, by name: what Triton compiles it for
+TAKES: dict[str, tuple[dt.DType, ...] | None] = {
+    "any": None,
+    "f32 or f64": (dt.f32, dt.f64),  # libdevice's and tl's math
+    "floating-point": (dt.f16, dt.bf16, dt.f32, dt.f64),
+    "integer or bool": (dt.i8, dt.i16, dt.i32, dt.i64, dt.u8, dt.u16, dt.u32, dt.u64, dt.b8),
+    "b8": (dt.b8,),
+}
+#: ops on some dtypes only: math in f32 or f64 (the lowering computes f16's, bf16's and an
+#: integer's in f32; floor, ceil, round and trunc of an integer are the integer), bitwise ops on
+#: integers and bools, logical ops on b8 (the lowering reads their operands as b8)
+_TAKES = {
+    **dict.fromkeys(
+        "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh "
+        "asinh acosh atanh sigmoid erf erfc floor ceil round trunc lgamma frexp_mantissa "
+        "frexp_exponent i0 i1 j0 j1 y0 y1 erfcx erfinv pow atan2 hypot".split(),
+        "f32 or f64",
+    ),
+    **dict.fromkeys("reciprocal copysign nextafter".split(), "floating-point"),
+    **dict.fromkeys(
+        "bitwise_not bitwise_and bitwise_or bitwise_xor lshift rshift".split(), "integer or bool"
+    ),
+    **dict.fromkeys("logical_and logical_or logical_xor".split(), "b8"),
+}
+
 SCALAR_OPS: dict[str, ScalarOp] = {
     r.name: ScalarOp(
         r.name,
@@ -128,6 +156,7 @@ SCALAR_OPS: dict[str, ScalarOp] = {
         _TORCH.get(r.name, r.name),
         _TRITON[r.name],
         r.name in _DIVIDES,
+        _TAKES.get(r.name, r.takes),
     )
     for r in _ROWS
 }
@@ -160,8 +189,8 @@ _BODY_CLASSES = op_classes(SCALAR, SCALAR)
 
 def result_dtype(op: Operation, dtypes: list[dt.DType]) -> dt.DType:
     """The scalar rule: operands share one dtype (promotion is explicit; where's condition is
-    b8), the result is that dtype, or the row's own (b8 for a predicate). `dtypes` are the
-    operands'."""
+    b8) of a kind the op takes, the result is that dtype, or the row's own (b8 for a
+    predicate). `dtypes` are the operands'."""
     spec = SCALAR_OPS[op.kind]
     if spec.name == "where":
         if dtypes[0] != dt.b8:
@@ -173,6 +202,11 @@ def result_dtype(op: Operation, dtypes: list[dt.DType]) -> dt.DType:
         names = ", ".join(d.name for d in dtypes)
         raise VerifyError(
             f"type mismatch: '{op.name}' operands have different dtypes ({names})", op.loc
+        )
+    allowed = TAKES[spec.takes]
+    if dtypes and allowed is not None and dtypes[0] not in allowed:
+        raise VerifyError(
+            f"type mismatch: '{op.name}' takes {spec.takes} operands, got {dtypes[0]}", op.loc
         )
     return spec.result or dtypes[0]
 

@@ -43,7 +43,13 @@ def in_result_dtype(args: tuple) -> DType:
     return promote(args, KIND.DEFAULT, compute=False)
 
 
+#: ops that leave an integer (or a bool) as it is: they round floats only
+ROUNDING = ("floor", "ceil", "round", "trunc")
+
+
 def _op(name: str) -> ScalarFn:
+    if name in ROUNDING:
+        return lambda b, x: getattr(b, name)(x) if x.type.dtype.is_floating_point else x
     return lambda b, *xs: getattr(b, name)(*xs)
 
 
