@@ -161,3 +161,16 @@ def test_an_addmm_split_into_mm_and_bias_computes_what_addmm_does():
     bias, a, b = (torch.randn(*s, generator=gen) for s in ((1, 32), (8, 16), (16, 32)))
     (out,) = evaluate(module.ops[0], [bias, a, b])
     assert_close(out, torch.addmm(bias, a, b, beta=0.5, alpha=2.0).relu())
+
+
+def test_rounding_an_integer_is_the_integer():
+    """floor, ceil, round and trunc of an integer are no op (Triton has them for floats only:
+    the verifier refuses them on an i64)."""
+    from programs import compile_strictly
+
+    fn = lambda i: (i.floor(), i.ceil() * 2, i.round(), i.to(torch.int8).trunc())  # noqa: E731
+    i = torch.randint(-10, 10, (6, 5))
+    ops = {op.name for op in run_pipeline(mind.capture(fn, i, stage="aten"), "lower").walk()}
+    assert not ops & {"loops.floor", "loops.ceil", "loops.round", "loops.trunc"}
+    for got, want in zip(compile_strictly(fn, i), fn(i)):
+        assert got.dtype == want.dtype and torch.equal(got, want)
