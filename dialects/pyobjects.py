@@ -76,6 +76,12 @@ def qualified_name(target: Any) -> str:
     return f"{_ALIASES.get(root, root)}.{rest}" if rest else name
 
 
+#: op namespaces some of whose ops a torch module registers when imported, not torch itself:
+#: Dynamo writes Inductor's `prims.fma` for `addcmul_` (an optimizer step), and a dump of its
+#: graph must load in a process that never imported Inductor's prims
+_REGISTERED_BY = {"prims": "torch._inductor.inductor_prims"}
+
+
 def resolve(path: str) -> Any:
     """Resolve `torch.ops.aten.add.Tensor` or `operator.add` through the allow-list only."""
     root, *rest = path.split(".")
@@ -93,6 +99,10 @@ def resolve(path: str) -> Any:
                     f"'@{path}' does not name an object ('{part}' is missing)"
                 ) from None
             continue
+        if not hasattr(obj, part) and path.startswith("torch.ops.") and i == 2:
+            registering = _REGISTERED_BY.get(rest[1])  # torch.ops.<namespace>.<part>
+            if registering is not None:
+                importlib.import_module(registering)
         if not hasattr(obj, part):
             raise MindError(f"'@{path}' does not name an object ('{part}' is missing)")
         obj = getattr(obj, part)

@@ -235,6 +235,16 @@ def pow_(ctx, x, exponent):
     raise Unsupported("an integer power of a tensor exponent or a negative one")
 
 
+@register_lowering("torch.ops.prims.fma", number_self=True)
+def fma(ctx, x, y, z):
+    """Inductor's prim, which Dynamo writes for `addcmul_` (an optimizer step): x * y + z, as its
+    eager definition computes it. By name: the module defining it (Inductor's prims) is not
+    imported for this."""
+    return elementwise(
+        ctx, [x, y, z], promote([x, y, z], KIND.DEFAULT), lambda b, u, v, w: b.add(b.mul(u, v), w)
+    )
+
+
 @register_lowering(torch.ops.prims.div, number_self=True)
 def prims_div(ctx, x, y):
     """prims' division (torch's references use it, `lcm`): true division for floats, rounded
