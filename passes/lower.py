@@ -11,15 +11,16 @@ values replaced by loops values), and builds nodes whose bodies a `BodyBuilder` 
 from __future__ import annotations
 
 import functools
+import heapq
 import inspect
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Container, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sympy
 from mind.analysis.loops import Index, broadcast_index, flat_offset, pvars
 from mind.dialects.collectives import is_collective
-from mind.dialects.common import converted_graph
+from mind.dialects.common import converted_graph, is_graph_input
 from mind.dialects.loops import LoopsCall, LoopsOutput, View, Yield, is_buffer
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
@@ -32,7 +33,7 @@ from mind.ir.diagnostics import MindError, located
 from mind.ir.dtypes import DType
 from mind.ir.registry import op_class
 from mind.ir.symbols import IntLike, is_integral, sym
-from mind.ir.types import ScalarType, SymType, TensorType, size_symbols
+from mind.ir.types import ScalarType, SymType, TensorType, contiguous_strides, size_symbols
 
 from .manager import GraphPass, option
 
@@ -169,6 +170,9 @@ class LowerCtx:
         self.op: Operation | None = None
         self.origin = ""
         self.base = ""
+        #: the graph inputs the copy_ ops lowered so far overwrite, and the first of those writes
+        self.overwritten: set[Value] = set()
+        self.first_write: Operation | None = None
 
     @property
     def out(self) -> TensorType:
@@ -182,6 +186,15 @@ class LowerCtx:
     def node(self, op: Operation) -> Operation:
         self.block.append(op)
         return op
+
+    def before_writes(self, value: Value) -> Value:
+        """`value`'s node, just made, realized (contiguous) before the first copy_ into an input:
+        it reads the inputs as they came."""
+        node, t = value.owner, value.type
+        value.type = TensorType(t.dtype, t.shape, contiguous_strides(t.shape), t.device)
+        self.block.remove(node)
+        self.block.insert_before(self.first_write, node)
+        return value
 
     def _body_node(
         self, name: str, t: TensorType, fn: BodyFn, args: list, yield_dtype, **fields
@@ -397,7 +410,7 @@ def lower_graph(graph: Operation, deterministic: bool = False, unroll_max: int =
             env[arg] = arg.type.expr
     reserved = {v.name for o in graph.walk() for v in o.results} | {a.name for a in block.args}
     ctx = LowerCtx(block, reserved, deterministic, unroll_max)
-    for op in graph.body.ops:
+    for op in input_writes_ordered(graph.body.ops):
         if op.name == "aten.output":
             strides = [strides_of_value(a) for a in op.values]
             values = map_values(op.values, lambda v: env[v])
@@ -411,6 +424,62 @@ def lower_graph(graph: Operation, deterministic: bool = False, unroll_max: int =
             for made in block.ops[mark:]:  # and so is a later pass's error about what it made
                 made.loc = made.loc or op.loc
     return converted_graph(graph, "loops.graph", block)
+
+
+def input_writes_ordered(ops: list[Operation]) -> list[Operation]:
+    """`ops`, the copies into graph inputs that end them (AOTAutograd's input mutations, after
+    every other read of the inputs) ordered so that each comes after every copy whose value reads
+    the input it overwrites: a copy's value, which lowering leaves unrealized, is computed where
+    the copy runs (an SGD step overwrites its momentum buffer, which its parameter's update then
+    reads). Copies that read each other's inputs both ways (a Nesterov step's gradient and
+    momentum buffer) stay as they are: the copy_ lowering then computes the later one's value
+    into a buffer before the copies."""
+    end = len(ops) - 1 if ops and ops[-1].name == "aten.output" else len(ops)
+    start = end
+    while start > 0 and _writes_input(ops[start - 1]):
+        start -= 1
+    copies = ops[start:end]
+    if len(copies) < 2:
+        return ops
+    writer = {c.args[0]: i for i, c in enumerate(copies)}
+    reads = _inputs_read(ops[:start], set(writer))
+    waits = [0] * len(copies)  # how many copies must run before each
+    unblocks: list[list[int]] = [[] for _ in copies]
+    for j, copy in enumerate(copies):
+        for i in {writer[x] for x in _read_by(copy.args[1], reads, writer)} - {j}:
+            waits[i] += 1
+            unblocks[j].append(i)
+    ready = [i for i, n in enumerate(waits) if n == 0]
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)  # the first in the graph's order of those ready
+        order.append(i)
+        for k in unblocks[i]:
+            waits[k] -= 1
+            if waits[k] == 0:
+                heapq.heappush(ready, k)
+    if len(order) < len(copies):  # they read each other's inputs in a cycle
+        return ops
+    return [*ops[:start], *(copies[i] for i in order), *ops[end:]]
+
+
+def _writes_input(op: Operation) -> bool:
+    return op.name == "aten.copy_.default" and is_graph_input(op.args[0])
+
+
+def _inputs_read(ops: list[Operation], inputs: Container[Value]) -> dict[Value, frozenset[Value]]:
+    """Which of `inputs` each result of `ops` is computed from."""
+    reads: dict[Value, frozenset[Value]] = {}
+    for op in ops:
+        used = frozenset().union(*(_read_by(v, reads, inputs) for v in iter_values(op.args)))
+        reads.update((r, used) for r in op.results)
+    return reads
+
+
+def _read_by(
+    value: Any, reads: dict[Value, frozenset[Value]], inputs: Container[Value]
+) -> frozenset[Value]:
+    return frozenset((value,)) if value in inputs else reads.get(value, frozenset())
 
 
 @dataclass(frozen=True)

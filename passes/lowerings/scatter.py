@@ -162,21 +162,29 @@ def copy_into_input(ctx, dst, src, non_blocking=False):
     fused with the kernel computing src, that kernel stores into the input's memory, where
     AOTAutograd's wrapper would copy a returned buffer into it after the call. Where src reads
     the input at other elements than the one it lands on (a flip), or lies on another device,
-    ATen's copy_ runs it (src a buffer of its own)."""
+    ATen's copy_ runs it (src a buffer of its own). Where src reads an input that an earlier
+    copy_ overwrote (lower.py orders the copies so that none does, where it can), src is copied
+    into a buffer before the first copy_, from the input as it came."""
     shape = list(dst.type.shape)
     if not is_graph_input(dst) or is_tensor(src) and src.type.device != dst.type.device:
         raise Unsupported("copy_ into a value the graph computes, or across devices")
     here = pvars(0, len(shape))
     if is_tensor(src):
         at = flat_offset(dst, here)
-        for buffer, offset in element_reads(src, broadcast_index(src.type.shape, here)):
+        reads = list(element_reads(src, broadcast_index(src.type.shape, here)))
+        for buffer, offset in reads:
             if buffer is dst and not equal(offset, at):
                 raise Unsupported(f"copy_ of an input's elements at {offset} onto {at}")
+        if any(buffer in ctx.overwritten for buffer, _ in reads):
+            src = ctx.before_writes(copy_of(ctx, src))
 
     def body(b, idx):
         return idx[: len(shape)], operand(b, src, idx[: len(shape)], dst.type.dtype)
 
-    return scatter_node(ctx, dst, shape or [1], None, body)
+    written = scatter_node(ctx, dst, shape or [1], None, body)
+    ctx.overwritten.add(dst)
+    ctx.first_write = ctx.first_write or written.owner
+    return written
 
 
 # -- as_strided_scatter -----------------------------------------------------------------------
