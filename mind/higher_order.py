@@ -57,11 +57,18 @@ def _compile_subgraphs(part: torch.fx.GraphModule, symbol: str, compile_part: Co
     for node in part.graph.nodes:
         if _is_higher_order(node) and node.target.name() in CALLS_SUBGRAPHS:
             for arg in node.args:
-                if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
-                    graph = getattr(part, arg.target)
-                    setattr(
-                        part, arg.target, _compiled(graph, f"{symbol}_{arg.target}", compile_part)
-                    )
+                graph = _subgraph(part, arg)
+                if graph is not None:  # (not one compiled already, for another op)
+                    name = f"{symbol}_{arg.target}"
+                    setattr(part, arg.target, _compiled(graph, name, compile_part))
+
+
+def _subgraph(part: torch.fx.GraphModule, arg: object) -> torch.fx.GraphModule | None:
+    """The graph an argument of a higher-order op names, if it names one."""
+    if not isinstance(arg, torch.fx.Node) or arg.op != "get_attr":
+        return None
+    graph = getattr(part, arg.target)
+    return graph if isinstance(graph, torch.fx.GraphModule) else None
 
 
 def _is_higher_order(node: torch.fx.Node) -> bool:

@@ -34,6 +34,8 @@ _NO_ELEMENT = ("mm", "powsum")
 
 
 def _per_element(element: Callable) -> Callable:
+    """The rule of a foreach op whose op on one tensor is `element`."""
+
     def rule(*args, **kwargs):
         count = next(len(a) for a in (*args, *kwargs.values()) if isinstance(a, list | tuple))
 
