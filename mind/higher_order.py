@@ -3,7 +3,8 @@ whose arguments include graphs. mind's dialects have no op that holds a graph, s
 is split around them (torch.fx's `split_module`): each run of other ops between them compiles
 as a graph of its own (`<graph>_part<i>`: dumped, cached and checked as any graph), and each
 higher-order op runs as torch runs it eagerly. The subgraphs of those that call them with
-tensors (`CALLS_SUBGRAPHS`: a cond's branches, a while_loop's condition and body) compile too;
+tensors (`CALLS_SUBGRAPHS`: a cond's branches, a while_loop's condition and body, a
+`nested_compile_region`'s body) compile too;
 the others keep torch's (flex_attention's score_mod, which torch vmaps: no compiled code could
 stand in for it)."""
 
@@ -18,7 +19,7 @@ from torch.fx.passes.split_module import split_module
 #: compiles one part: (its GraphModule, its symbol) -> a boxed callable
 CompilePart = Callable[[torch.fx.GraphModule, str], Callable[[list], object]]
 #: the higher-order ops whose eager implementation calls their subgraphs with tensors
-CALLS_SUBGRAPHS = ("cond", "while_loop")
+CALLS_SUBGRAPHS = ("cond", "while_loop", "invoke_subgraph")
 
 
 def higher_order_ops(gm: torch.fx.GraphModule) -> list[str]:

@@ -1,5 +1,5 @@
-"""Graphs holding higher-order ops (mind/higher_order.py): `torch.cond`, `while_loop` and
-flex_attention run as torch runs them, and the ops around them compile as parts of their own,
+"""Graphs holding higher-order ops (mind/higher_order.py): `torch.cond`, `while_loop`, compile
+regions and flex_attention run as torch runs them, and the ops around them compile as parts of their own,
 dumped and checked as any graph, as do a cond's branches; no graph falls back. Against eager, on
 CPU tensors."""
 
@@ -77,6 +77,33 @@ def test_a_while_loop_between_compiled_ops():
     x = torch.randn(6, 10)
     with no_fallback():
         torch.testing.assert_close(torch.compile(fn, backend="mind")(x), fn(x))
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.compiler, "nested_compile_region"), reason="torch has no compile regions"
+)
+def test_a_nested_compile_region_compiles_its_body_in_a_training_step(tmp_path, monkeypatch):
+    """Its body, called twice, compiles as a graph of its own, as do the backward's; results
+    and gradients are eager's."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+
+    @torch.compiler.nested_compile_region
+    def block(x, w):
+        return torch.relu(x @ w) * 2 + 1
+
+    fn = lambda x, w: block(block(x, w), w).sum(1)  # noqa: E731
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    got, want = [x.clone().requires_grad_(), w.clone().requires_grad_()], [x, w]
+    want = [t.requires_grad_() for t in want]
+    with no_fallback():
+        out = torch.compile(fn, backend="mind")(*got)
+        out.sum().backward()
+    fn(*want).sum().backward()
+    torch.testing.assert_close(out, fn(*want))
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g.grad, r.grad)
+    assert any("subgraph" in name for name in compiled_parts(tmp_path))
 
 
 def test_flex_attention_with_a_score_mod():
