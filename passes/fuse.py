@@ -314,17 +314,24 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
     return node
 
 
-def toposort(block: Block, start: int, stop: int) -> None:
+def toposort(
+    block: Block, start: int, stop: int, read_sets: dict[Operation, set[Value]] | None = None
+) -> None:
     """Reorder `block.ops[start:stop]` so every value is defined before use, keeping the order
     otherwise (each time, the first op whose inputs are ready), when the ops outside the range
     are in order and read nothing it defines out of order. After a fusion the range from the
-    fused node to where its later part was is all that can be out of order."""
+    fused node to where its later part was is all that can be out of order. `read_sets`: what
+    ops read, where known (`reads` is computed for the others)."""
     window = block.ops[start:stop]
     index = {op: i for i, op in enumerate(window)}
     waiting = [0] * len(window)
     users: list[list[int]] = [[] for _ in window]
+    known = read_sets or {}
     for i, op in enumerate(window):
-        for j in {index[v.owner] for v in reads(op) if v.owner in index}:
+        read = known.get(op)
+        for j in {
+            index[v.owner] for v in (reads(op) if read is None else read) if v.owner in index
+        }:
             waiting[i] += 1
             users[j].append(i)
     ready = [i for i, n in enumerate(waiting) if n == 0]
@@ -376,14 +383,22 @@ class FusionSearch:
 
     def add(self, node: Node) -> None:
         """Make `node` a candidate with every earlier candidate it shares a buffer with."""
+        self.pair(node, self.refresh(node))
+
+    def refresh(self, node: Node) -> set[Operation]:
+        """Record what `node` and the candidates sharing a buffer with it read (those reading
+        a fused node read its new results); those candidates."""
         partners = {
             op
             for v in {*reads(node), *node.results}
             for op in (*readers(v, self.block), v.owner)
             if op in self.read_sets
         }
-        for op in (node, *partners):  # the partners reading `node` read its new results
+        for op in (node, *partners):
             self.read_sets[op] = set(reads(op))
+        return partners
+
+    def pair(self, node: Node, partners: set[Operation]) -> None:
         for other in partners:
             a, b = sorted((other, node), key=self.position.__getitem__)
             gain = score(a, b, self.block, self.read_sets)
@@ -421,9 +436,10 @@ class FusionSearch:
         node = fuse_pair(a, b, shared, self.block)
         for gone in (a, b):
             del self.read_sets[gone], self.position[gone]
-        toposort(self.block, start, stop)
+        partners = self.refresh(node)
+        toposort(self.block, start, stop, self.read_sets)
         self.renumber(start)
-        self.add(node)
+        self.pair(node, partners)
         return node
 
 
