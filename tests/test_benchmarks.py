@@ -167,3 +167,20 @@ def test_kernel_rows_profile_each_backends_warm_steps():
     args = argparse.Namespace(backends=["eager", "mind"], device="cpu", small=True, steps=1)
     row = kernels.row_of("mlp", "fp32", "infer", args)
     assert row["kernels"] == {"eager": {}, "mind": {}}
+
+
+def test_optimizer_step_rows_say_how_far_each_step_is_from_eager(tmp_path, monkeypatch):
+    """`--params small` on CPU: eager foreach and mind's compiled step (its foreach ops fused
+    per tensor), the same parameters after one step, and a table and JSON of the rows."""
+    from benchmarks import optimizer
+
+    for var in CACHE_DIRS:
+        monkeypatch.setenv(var, str(tmp_path / var))
+    out = tmp_path / "opt.json"
+    argv = ["--params", "small", "--device", "cpu", "--backends", "eager-foreach,mind"]
+    assert optimizer.main([*argv, "--json", str(out), "--md", str(tmp_path / "opt.md")]) == 0
+    rows = {r["backend"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["eager-foreach"]["max_diff"] == 0
+    assert "error" not in rows["mind"] and rows["mind"]["fallbacks"] == []
+    assert rows["mind"]["max_diff"] < 1e-7 and rows["mind"]["ms"] > 0
+    assert "| mind |" in (tmp_path / "opt.md").read_text()
