@@ -10,8 +10,9 @@ one step launches (CUDA), the first call's seconds (compile included, caches fre
 largest difference of the parameters from eager foreach's after that first step.
 
 Eager foreach runs each `_foreach_*` op over every tensor in turn; eager fused is torch's fused
-AdamW kernel. A compiled step fuses each tensor's update: mind one kernel or two per tensor
-(passes/aten_rules/foreach.py), Inductor groups tensors into fewer kernels.
+AdamW kernel. Inductor fuses each tensor's update and groups tensors into few kernels; mind runs
+the foreach ops in ATen (each tensor's update fused on its own launched 296 kernels: slower than
+eager foreach on an H200, 4.0 against 2.85 ms).
 """
 
 from __future__ import annotations
