@@ -4,7 +4,8 @@
 
 `realize` asks `view_layout` whether a view is such a chain; `schedule` and `to-triton` ask
 `alias_of` what memory a `reinterpret` value stands for (its reads and its lifetime are the
-buffer's).
+buffer's); `to-triton` and `combo-kernels` ask `bases` what memory any value shares (a view's,
+a scatter's in place, an ATen view's).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import sympy
-from mind.dialects.common import Reinterpret
+from mind.dialects.common import Reinterpret, aliased_memory
+from mind.dialects.scheduled import Node
 from mind.ir.core import Value
 from mind.ir.symbols import IntLike, as_int_like
 from mind.ir.types import TensorType, contiguous_strides
@@ -79,3 +81,26 @@ def alias_of(value: Value) -> tuple[Value, IntLike] | None:
     while isinstance(base.owner, Reinterpret):
         base, offset = base.owner.buffer, offset + base.owner.offset
     return None if base is value else (base, as_int_like(offset))
+
+
+def memory_of(value: Value) -> list[Value]:
+    """The buffers whose memory `value` is: a reinterpret's, the one a node updates in place (a
+    scatter's target), or the arguments of an extern call that may return one of them (a view
+    ATen makes); none when `value` has memory of its own."""
+    op = value.owner
+    if isinstance(op, Reinterpret):
+        return [op.buffer]
+    if isinstance(op, Node):
+        return [op.updates] if op.updates is not None else []
+    return aliased_memory(value)
+
+
+def bases(value: Value) -> set[Value]:
+    """`value` and the buffers whose memory it is, through aliases of aliases."""
+    found, stack = {value}, [value]
+    while stack:
+        for base in memory_of(stack.pop()):
+            if base not in found:
+                found.add(base)
+                stack.append(base)
+    return found

@@ -13,6 +13,7 @@ made by the first strategy in STRATEGIES that applies to it.
     scans.py           scans and sorts along r (in registers, a scan also through an r-loop)
     tiling.py, heuristics.py   block axes and configs (a body's phases: analysis/phases.py)
     autotune.py        the candidates a launch lists under autotuning
+    combo.py           a combo's nodes (passes/combo_kernels.py) as one kernel, one launch
 """
 
 from collections.abc import Mapping

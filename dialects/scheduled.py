@@ -12,6 +12,7 @@ from mind.ir.constraints import (
     BOOL,
     DEVICE,
     INDEX,
+    INT,
     LAID_OUT,
     NONE,
     SCALAR,
@@ -34,6 +35,7 @@ from .common import (
     add_graph_ops,
     add_memory_ops,
     is_graph_input,
+    memory_readers,
     verify_aliases,
     verify_overwrite,
     verify_sole_reader,
@@ -60,6 +62,8 @@ class Node(Op):
     met = attr(DEPS)
     template = opt_attr(one_of(*TEMPLATES))
     updates = opt_attr(value(LAID_OUT))
+    #: nodes of one combo run as one kernel (passes/combo_kernels.py)
+    combo = opt_attr(INT)
     buffers = var_results(LAID_OUT)
     body = region()
 
@@ -262,11 +266,75 @@ def _verify_graph(op: Operation) -> None:
     read sizes the graph binds."""
     verify_size_symbols(op)
     seen: set[str] = set()
-    for inner in op.body.ops:
+    combos: dict[int, list[tuple[int, Node]]] = {}
+    for i, inner in enumerate(op.body.ops):
         if isinstance(inner, Node):
             if inner.symbol in seen:
                 raise VerifyError(f"a second node named '@{inner.symbol}'", inner.loc)
             seen.add(inner.symbol)
+            if inner.combo is not None:
+                combos.setdefault(inner.combo, []).append((i, inner))
+    for combo, members in combos.items():
+        _verify_combo(combo, members)
+
+
+#: the elements a combo's node may have: its kernel's program offsets are 32-bit
+COMBO_MAX_NUMEL = 2**31
+
+
+def combinable(node: Node) -> bool:
+    """Whether `node` may run as part of a combo kernel: pointwise, of static sizes (each part's
+    programs are counted when the kernel is made), updating no buffer in place."""
+    xs, rs = node.sizes
+    if rs or node.template is not None or node.updates is not None:
+        return False
+    if not all(isinstance(s, int) for s in xs):
+        return False
+    count = 1
+    for s in xs:
+        count *= s
+    return 0 < count < COMBO_MAX_NUMEL
+
+
+def _verify_combo(combo: int, members: list[tuple[int, Node]]) -> None:
+    """A combo's nodes sit side by side, each combinable, on one device; their kernel runs them
+    at once, so none reads what another writes."""
+    first, node = members[0]
+    for k, (i, other) in enumerate(members):
+        if i != first + k:
+            raise VerifyError(
+                f"'@{other.symbol}' of combo {combo} is not beside the combo's other nodes",
+                other.loc,
+            )
+        if not combinable(other):
+            raise VerifyError(
+                f"'@{other.symbol}' cannot join combo {combo}: a combo's nodes are pointwise, of"
+                f" static sizes under {COMBO_MAX_NUMEL} elements, updating nothing in place",
+                other.loc,
+            )
+        if other.device != node.device:
+            raise VerifyError(
+                f"combo {combo} spans devices {node.device} and {other.device}", other.loc
+            )
+    nodes = {n for _, n in members}
+    writer = {r: n for n in nodes for r in n.results}
+    for other in nodes:
+        for load in other.body.ops:
+            if isinstance(load, Load) and writer.get(load.source, other) is not other:
+                raise VerifyError(
+                    f"'@{other.symbol}' reads '%{load.source.name}', which"
+                    f" '@{writer[load.source].symbol}' of the same combo writes",
+                    other.loc,
+                )
+        for target in overwritten_inputs(other):
+            readers = memory_readers(target, other.parent, lambda o: isinstance(o, Reinterpret))
+            reader = next((r for r in readers if r in nodes and r is not other), None)
+            if reader is not None:
+                raise VerifyError(
+                    f"'@{other.symbol}' overwrites '%{target.name}', which '@{reader.symbol}' of"
+                    " the same combo reads",
+                    other.loc,
+                )
 
 
 SCHEDULED = register_dialect(Dialect("scheduled"))

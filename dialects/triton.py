@@ -416,6 +416,28 @@ class Yield(Op):
     values = var_args(value(BLOCK))
 
 
+class ProgramRange(Op):
+    """A combo kernel's part: its body runs on the programs `start` to `stop - 1` of grid axis 0
+    (`pid`), and its argument is the program's index among them, from 0"""
+
+    pid = attr(value(TENSOR))
+    start = attr(INT)
+    stop = attr(INT)
+    body = region()
+
+
+def _verify_program_range(op: ProgramRange) -> None:
+    args = op.body.args
+    if len(args) != 1 or args[0].type != op.pid.type:
+        raise VerifyError(
+            f"'triton.program_range' takes one argument of its program's type {op.pid.type}", op.loc
+        )
+    if not 0 <= op.start < op.stop:
+        raise VerifyError(
+            f"'triton.program_range' runs no program: {op.start} to {op.stop - 1}", op.loc
+        )
+
+
 # -- the wrapper ---------------------------------------------------------------------------------
 SIZES = tuple_of(INDEX, ...)
 
@@ -530,6 +552,7 @@ TRITON.add("sort", SortBlocks, verify=_verify_sort)
 TRITON.add("dot", Dot, verify=_verify_dot)
 TRITON.add("for", For, signature=True, verify=_verify_for)
 TRITON.add("yield", Yield)
+TRITON.add("program_range", ProgramRange, signature=True, verify=_verify_program_range)
 add_graph_ops(TRITON, name="wrapper", summary="The host function `call(args)`")
 TRITON.add("assert_size_stride", AssertSizeStride)
 TRITON.add("empty_strided", EmptyStrided)

@@ -1,8 +1,8 @@
 """`MIND_DUMP_DIR=dir`: every stage of every graph as a file `mind-opt` loads, numbered in
 pipeline order and named by the pass that made it: `graph0.00.fx`, `graph0_forward.00.aten`,
-`graph0_forward.01.channels-last.aten`, ..., `graph0_forward.16.to-triton.triton`, then the
-emitted `graph0_forward.17.py` (the default pipeline's numbers). Where the graph leaves
-scheduled IR, a picture of it (`graph0_forward.15.scheduled.dot`, and `.svg` where Graphviz is installed): its nodes as
+`graph0_forward.01.channels-last.aten`, ..., `graph0_forward.17.to-triton.triton`, then the
+emitted `graph0_forward.18.py` (the default pipeline's numbers). Where the graph leaves
+scheduled IR, a picture of it (`graph0_forward.16.scheduled.dot`, and `.svg` where Graphviz is installed): its nodes as
 scheduled, with the kernels that the scheduled passes (fuse) formed boxed.
 
 Without the variable nothing is written, except the last good IR of a graph that failed: to

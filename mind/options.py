@@ -15,7 +15,7 @@ from typing import Any
 #: the passes from aten IR to triton IR
 PIPELINE = (
     "channels-last,lower,mm-templates,realize,inline,mm-epilogues,schedule,fuse,cse,merge-loops,"
-    "online-softmax,welford,split-reductions,reorder-collectives,to-triton"
+    "online-softmax,welford,split-reductions,reorder-collectives,combo-kernels,to-triton"
 )
 
 

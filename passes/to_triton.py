@@ -34,16 +34,15 @@ from dataclasses import dataclass
 
 from mind.analysis.deps import reads
 from mind.analysis.phases import writes_over
-from mind.analysis.views import alias_of
-from mind.codegen import plan_node
+from mind.analysis.views import alias_of, bases, memory_of
+from mind.codegen import KernelPlan, plan_node
+from mind.codegen.combo import plan_combo
 from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS
 from mind.codegen.plan import python_name
 from mind.dialects.collectives import KINDS, Start, waits_of
 from mind.dialects.common import (
     ConstantTensor,
     ExternCall,
-    Reinterpret,
-    aliased_memory,
     converted_graph,
 )
 from mind.dialects.scheduled import Node
@@ -80,29 +79,6 @@ def _last_uses(block: Block) -> dict[Value, int]:
         value: max((position[u.ancestor_in(block)] for u in value.users), default=i)
         for i, value in defined
     }
-
-
-def memory_of(value: Value) -> list[Value]:
-    """The buffers whose memory `value` is: a reinterpret's, the one a node updates in place (a
-    scatter's target), or the arguments of an extern call that may return one of them (a view
-    ATen makes); none when `value` has memory of its own."""
-    op = value.owner
-    if isinstance(op, Reinterpret):
-        return [op.buffer]
-    if isinstance(op, Node):
-        return [op.updates] if op.updates is not None else []
-    return aliased_memory(value)
-
-
-def _bases(value: Value) -> set[Value]:
-    """`value` and the buffers whose memory it is, through aliases of aliases."""
-    found, stack = {value}, [value]
-    while stack:
-        for base in memory_of(stack.pop()):
-            if base not in found:
-                found.add(base)
-                stack.append(base)
-    return found
 
 
 def _extend_to_aliases(ops: list[Operation], last: dict[Value, int], outputs: set[Value]) -> None:
@@ -239,15 +215,18 @@ class _WrapperBuilder:
             if value not in kept and _pooled(value):
                 dying.setdefault(end, []).append(value)
         ends = []  # the wrapper's length after each op's translation
-        for i, op in enumerate(ops):
-            handler = _HANDLERS.get(op.name)
+        for start, run in _runs(ops):
+            handler = _HANDLERS.get(run[0].name)
             if handler is None:
-                raise MindError(f"to-triton cannot translate '{op.name}'", op.loc)
-            self.dying = dying.get(i, [])
-            handler(self, op)
+                raise MindError(f"to-triton cannot translate '{run[0].name}'", run[0].loc)
+            self.dying = [v for i in range(start, start + len(run)) for v in dying.get(i, [])]
+            if len(run) > 1:
+                self.on_combo(run)
+            else:
+                handler(self, run[0])
             for value in self.dying:
                 self.release(value)
-            ends.append(len(self.block.ops))
+            ends += [len(self.block.ops)] * len(run)
         if self.options.free:
             self.free(last, ends, outputs | constants)
         return converted_graph(self.graph, "triton.wrapper", self.block, name)
@@ -292,7 +271,7 @@ class _WrapperBuilder:
         that the node reads through no alias (a view's element is another program's)."""
         if not self.options.in_place or not self.dying:
             return None
-        aliased = {b for v in reads(node) for b in _bases(v) if b is not v}
+        aliased = {b for v in reads(node) for b in bases(v) if b is not v}
         for value in self.dying:
             mapped = self.values.get(value)
             if (
@@ -334,7 +313,19 @@ class _WrapperBuilder:
                 self.values[result] = self.values[node.updates]
             else:
                 self.allocate(result, node)
-        plan = plan_node(node, self.options, self.values, len(self.kernels))
+        self.add_plan(plan_node(node, self.options, self.values, len(self.kernels)))
+
+    def on_combo(self, nodes: list[Node]) -> None:
+        """A combo's nodes: their buffers, none taken over in place (the nodes run at once: one
+        may still read what dies at another), then one launch (codegen/combo.py)."""
+        dying, self.dying = self.dying, []
+        for node in nodes:
+            for result in node.results:
+                self.allocate(result, node)
+        self.dying = dying
+        self.add_plan(plan_combo(nodes, self.values, len(self.kernels)))
+
+    def add_plan(self, plan: KernelPlan) -> None:
         self.kernels += plan.kernels
         for launch in plan.launches:
             values = map_values(launch.args, lambda v: self.values.get(v, v))
@@ -375,6 +366,19 @@ class _WrapperBuilder:
             symbol="aten.clone.default",
         )
         return self.add(clone).result
+
+
+def _runs(ops: list[Operation]) -> list[tuple[int, list[Operation]]]:
+    """The ops one at a time, but the nodes of a combo together: (position, ops)."""
+    runs: list[tuple[int, list[Operation]]] = []
+    for i, op in enumerate(ops):
+        combo = op.combo if isinstance(op, Node) else None
+        last = runs[-1][1][-1] if runs else None
+        if combo is not None and isinstance(last, Node) and last.combo == combo:
+            runs[-1][1].append(op)
+        else:
+            runs.append((i, [op]))
+    return runs
 
 
 _HANDLERS = {

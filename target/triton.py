@@ -176,6 +176,8 @@ def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
             lines.append(f"{pad}tl.device_assert({n(op.ok)}, {op.msg!r}{mask})")
         elif op.name == "triton.for":
             lines += _for_lines(op, n, depth)
+        elif op.name == "triton.program_range":
+            lines += _range_lines(op, n, depth)
         elif op.name == "triton.yield":
             continue  # the enclosing for assigns the carried values
         else:
@@ -212,6 +214,16 @@ def _for_lines(op: Operation, n: Names, depth: int) -> list[str]:
         lines.append(f"{pad}    {n(iv)} += {step}")
     lines += [f"{pad}{n(r)} = {n(c)}" for r, c in zip(op.results, carried)]
     return lines
+
+
+def _range_lines(op: Operation, n: Names, depth: int) -> list[str]:
+    """A combo kernel's part: `if` its programs, its argument the program's offset among them."""
+    pad, pid = "    " * depth, n(op.pid)
+    test = f"{pid} < {op.stop}" if op.start == 0 else f"({pid} >= {op.start}) & ({pid} < {op.stop})"
+    offset = f"{pid} - {op.start}" if op.start else pid
+    (arg,) = op.body.args
+    lines = [f"{pad}if {test}:", f"{pad}    {n(arg)} = {offset}"]
+    return lines + _kernel_lines(op.body.ops, n, depth + 1)
 
 
 def emit_kernel(op: Operation, n: Names, unspecialized: list[str]) -> str:

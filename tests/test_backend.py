@@ -202,11 +202,12 @@ def test_dump_dir_writes_every_stage_in_pipeline_order_as_round_tripping_ir(tmp_
         "graph0_forward.12.welford.scheduled",
         "graph0_forward.13.split-reductions.scheduled",
         "graph0_forward.14.reorder-collectives.scheduled",
-        "graph0_forward.15.scheduled.dot",
-        "graph0_forward.16.to-triton.triton",
-        "graph0_forward.17.py",
+        "graph0_forward.15.combo-kernels.scheduled",
+        "graph0_forward.16.scheduled.dot",
+        "graph0_forward.17.to-triton.triton",
+        "graph0_forward.18.py",
     ]
-    assert "digraph mind {" in (tmp_path / "dump" / names[16]).read_text()
+    assert "digraph mind {" in (tmp_path / "dump" / names[17]).read_text()
     for f in files:
         if f.suffix in (".fx", ".aten", ".loops", ".scheduled", ".triton"):
             text = f.read_text()

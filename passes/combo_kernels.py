@@ -1,0 +1,138 @@
+"""combo-kernels: group independent pointwise nodes into combo kernels (Inductor's foreach and
+combo kernels), so that one launch runs many small kernels: an optimizer step's per-parameter
+updates, each its own node after the foreach ops split (passes/aten_rules/foreach.py), launch as
+a few kernels where they took one or two launches per parameter.
+
+Nodes are taken in order. A node joins the oldest open group where it could run where the
+group's first node runs: it reads nothing made or overwritten since (by the group's nodes or by
+ops between), and overwrites nothing read since. It then moves up beside the group's other
+nodes, and each is marked `combo = k` (to-triton makes one kernel of them, codegen/combo.py). A
+node that joins no group opens one; the `open-groups` latest stay open, and a collective closes
+them all (reorder-collectives placed it). A group holds at most `max-args` distinct kernel
+arguments (buffers), and only nodes whose own kernel would be one 1-D block of programs (a node
+tiled in 2-D for a transpose keeps its tile).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mind.analysis.deps import reads
+from mind.analysis.views import bases
+from mind.codegen.tiling import pointwise_tiling
+from mind.dialects.collectives import KINDS
+from mind.dialects.common import Reinterpret, memory_readers
+from mind.dialects.scheduled import Node, combinable, overwritten_inputs
+from mind.ir import dtypes as dt
+from mind.ir.core import Operation, Value
+
+from .manager import GraphPass, option
+
+_COLLECTIVES = {f"scheduled.{kind}" for kind in KINDS}
+
+
+def _candidate(op: Operation) -> bool:
+    if not isinstance(op, Node) or not combinable(op):
+        return False
+    tiling = pointwise_tiling(op)
+    return len(tiling.groups) == 1 and tiling.index_dtype == dt.i32
+
+
+def _arguments(node: Node) -> set[Value]:
+    """The buffers its kernel takes: what it reads, writes and overwrites."""
+    return {*reads(node), *node.results, *overwritten_inputs(node)}
+
+
+@dataclass
+class _Group:
+    """An open group: its nodes, and what the ops that run from its first node on (its nodes
+    included, nodes moved up into earlier groups not) make, overwrite and are."""
+
+    nodes: list[Node]
+    args: set[Value]
+    made: set[Value] = field(default_factory=set)
+    overwritten: set[Value] = field(default_factory=set)
+    ops: set[Operation] = field(default_factory=set)
+
+    def passes(self, op: Operation) -> None:
+        """`op` runs from the group's first node on."""
+        self.ops.add(op)
+        self.made.update(op.results)
+        self.overwritten.update(overwritten_inputs(op))
+
+    def leaves(self, node: Node) -> None:
+        """`node` moved up into an earlier group: it runs before this group's first node (what
+        it makes and overwrites, no other op does: a graph input has one overwriter)."""
+        self.ops.discard(node)
+        self.made.difference_update(node.results)
+        self.overwritten.difference_update(overwritten_inputs(node))
+
+    def admits(self, node: Node, max_args: int) -> bool:
+        """Whether `node` may run where the group's first node runs, beside its nodes."""
+        if len(self.args | _arguments(node)) > max_args or node.device != self.nodes[0].device:
+            return False
+        read = {b for v in reads(node) for b in bases(v)}
+        if read & self.made or read & self.overwritten:
+            return False
+        for target in overwritten_inputs(node):
+            readers = memory_readers(target, node.parent, lambda o: isinstance(o, Reinterpret))
+            if any(r in self.ops for r in readers):
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class ComboKernels(GraphPass, name="combo-kernels", input="scheduled"):
+    """Run independent pointwise nodes as combo kernels: one launch for many nodes."""
+
+    max_args: int = option(
+        250, "the most buffers one combo kernel takes (Inductor's foreach kernels take 250)"
+    )
+    open_groups: int = option(
+        8,
+        "how many groups a node may join, the latest opened: an optimizer step interleaves"
+        " parameters' updates with updates of the state they read",
+    )
+
+    def run_graph(self, graph: Operation) -> None:
+        groups: list[list[Node]] = []
+        open_: list[_Group] = []  # oldest first
+        for op in graph.body.ops:
+            if op.name in _COLLECTIVES:
+                open_ = []
+                continue
+            joined = None
+            if _candidate(op):
+                joined = next((g for g in open_ if g.admits(op, self.max_args)), None)
+                if joined is None:
+                    joined = _Group([op], _arguments(op))
+                    groups.append(joined.nodes)
+                    open_ = [*open_, joined][-self.open_groups :]
+                else:
+                    joined.nodes.append(op)
+                    joined.args |= _arguments(op)
+            for group in open_:
+                group.passes(op)
+            if joined is not None:  # it runs before the groups opened after the one it joined
+                for group in open_[open_.index(joined) + 1 :]:
+                    group.leaves(op)
+        _place([g for g in groups if len(g) > 1], graph)
+
+
+def _place(groups: list[list[Node]], graph: Operation) -> None:
+    """Number the groups and move each one's nodes up beside its first."""
+    follow: dict[Operation, list[Node]] = {}
+    moved: set[Operation] = set()
+    for k, nodes in enumerate(groups):
+        for node in nodes:
+            node.combo = k
+        follow[nodes[0]] = nodes[1:]
+        moved.update(nodes[1:])
+    if not groups:
+        return
+    order: list[Operation] = []
+    for op in graph.body.ops:
+        if op not in moved:
+            order.append(op)
+            order += follow.get(op, [])
+    graph.body.reorder(order)
