@@ -10,9 +10,9 @@ one step launches (CUDA), the first call's seconds (compile included, caches fre
 largest difference of the parameters from eager foreach's after that first step.
 
 Eager foreach runs each `_foreach_*` op over every tensor in turn; eager fused is torch's fused
-AdamW kernel. Inductor fuses each tensor's update and groups tensors into few kernels; mind runs
-the foreach ops in ATen (each tensor's update fused on its own launched 296 kernels: slower than
-eager foreach on an H200, 4.0 against 2.85 ms).
+AdamW kernel. Inductor fuses each tensor's update and groups tensors into few kernels; so does
+mind (passes/aten_rules/foreach.py splits the foreach ops into each tensor's, fuse fuses each
+tensor's update, and combo-kernels groups the updates into combo kernels).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@ whose rule one torch has and another lacks (torch 2.11 has none of these; 2.14 h
 adaptive max pooling rule and a 2-d max pooling backward), so that they reach mind's lowerings
 the same way on each; and for ops whose Inductor rule applies only where Inductor's backend
 generates Triton (masked_scatter), which mind does on every device; and for ops that run faster
-split (a convolution's bias). A package (as `lowerings/`), so that importing the passes loads no
+split (a convolution's bias) or apart (the foreach ops, each tensor's chain fused). A package (as `lowerings/`), so that importing the passes loads no
 torch: to-aten imports it when it builds its table. One module per family, each with its
 `RULES`."""
 
-from . import convolution, pooling, scatter
+from . import convolution, foreach, pooling, scatter
 
 #: op overload -> mind's rule
-RULES = {**convolution.RULES, **pooling.RULES, **scatter.RULES}
+RULES = {**convolution.RULES, **foreach.RULES, **pooling.RULES, **scatter.RULES}
