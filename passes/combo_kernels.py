@@ -5,8 +5,10 @@ a few kernels where they took one or two launches per parameter.
 
 Nodes are taken in order. A node joins the oldest open group where it could run where the
 group's first node runs: it reads nothing made or overwritten since (by the group's nodes or by
-ops between), and overwrites nothing read since. It then moves up beside the group's other
-nodes, and each is marked `combo = k` (to-triton makes one kernel of them, codegen/combo.py). A
+ops between), and overwrites nothing read since; and a node that makes a buffer moves up past
+no op that makes one (its buffer would be live beside theirs: hoisting each layer's recomputed
+activation to the top of a backward graph would raise its peak memory). It then moves up beside
+the group's other nodes, and each is marked `combo = k` (to-triton makes one kernel of them, codegen/combo.py). A
 node that joins no group opens one; the `open-groups` latest stay open, and a collective closes
 them all (reorder-collectives placed it). A group holds at most `max-args` distinct kernel
 arguments (buffers), and only nodes whose own kernel would be one 1-D block of programs (a node
@@ -53,12 +55,15 @@ class _Group:
     made: set[Value] = field(default_factory=set)
     overwritten: set[Value] = field(default_factory=set)
     ops: set[Operation] = field(default_factory=set)
+    #: how many ops that make buffers, not the group's nodes, run from its first node on
+    allocating: int = 0
 
-    def passes(self, op: Operation) -> None:
-        """`op` runs from the group's first node on."""
+    def passes(self, op: Operation, member: bool) -> None:
+        """`op` runs from the group's first node on (one of its nodes when `member`)."""
         self.ops.add(op)
         self.made.update(op.results)
         self.overwritten.update(overwritten_inputs(op))
+        self.allocating += bool(op.results) and not member
 
     def leaves(self, node: Node) -> None:
         """`node` moved up into an earlier group: it runs before this group's first node (what
@@ -66,10 +71,13 @@ class _Group:
         self.ops.discard(node)
         self.made.difference_update(node.results)
         self.overwritten.difference_update(overwritten_inputs(node))
+        self.allocating -= bool(node.results)
 
     def admits(self, node: Node, max_args: int) -> bool:
         """Whether `node` may run where the group's first node runs, beside its nodes."""
         if len(self.args | _arguments(node)) > max_args or node.device != self.nodes[0].device:
+            return False
+        if node.results and self.allocating:  # its buffer would live beside theirs
             return False
         read = {b for v in reads(node) for b in bases(v)}
         if read & self.made or read & self.overwritten:
@@ -112,7 +120,7 @@ class ComboKernels(GraphPass, name="combo-kernels", input="scheduled"):
                     joined.nodes.append(op)
                     joined.args |= _arguments(op)
             for group in open_:
-                group.passes(op)
+                group.passes(op, group is joined)
             if joined is not None:  # it runs before the groups opened after the one it joined
                 for group in open_[open_.index(joined) + 1 :]:
                     group.leaves(op)

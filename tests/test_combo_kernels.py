@@ -42,9 +42,9 @@ def test_independent_ops_launch_as_one_kernel(tmp_path, monkeypatch):
     assert source.count("    if ") == 3  # a program range per node
 
 
-def test_a_node_reading_what_an_op_between_makes_runs_after_it(tmp_path, monkeypatch):
-    """`y` reads the matmul's result, made after `x`'s kernel would run: `z` runs with `x`, moved
-    up above the matmul, and `y` after it."""
+def test_nodes_join_where_they_could_run_and_their_buffers_live_no_longer(tmp_path, monkeypatch):
+    """`y` reads the matmul's result, so it runs after the matmul; `z` could run with `x`, but
+    moved up past the matmul its buffer would live beside the matmul's: it runs with `y`."""
 
     def fn(a, b):
         x = a.exp()
@@ -60,10 +60,10 @@ def test_a_node_reading_what_an_op_between_makes_runs_after_it(tmp_path, monkeyp
     for g, want in zip(got, fn(*args)):
         torch.testing.assert_close(g, want)
     (source,) = [p.read_text() for p in tmp_path.glob("*.py")]
-    assert [k.split("_")[1] for k in launches(source)] == ["combo", "poi"]
+    assert [k.split("_")[1] for k in launches(source)] == ["poi", "combo"]
     call = source[source.index("def call(") :]
-    assert call.index("triton_combo_fused_cos_exp") < call.index("aten_mm_default(")
-    assert call.index("aten_mm_default(") < call.index("triton_poi_fused_relu")
+    assert call.index("triton_poi_fused_exp") < call.index("aten_mm_default(")
+    assert call.index("aten_mm_default(") < call.index("triton_combo_fused_cos_relu")
 
 
 def test_combo_kernels_compile_for_the_gpu(tmp_path, monkeypatch):
