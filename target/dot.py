@@ -1,8 +1,9 @@
 """A scheduled graph as a Graphviz picture (DOT text): kernels as boxes, extern calls as grey
 boxes, collectives (starts and waits) as orange boxes, graph inputs and the output as ellipses,
 each buffer an edge from its writer to each reader, labelled with its name and size. Given the
-graph again after fusion, each fused kernel is a box (a cluster) around the nodes it joined, and
-a buffer that fusion did away with is a dashed edge.
+graph again after fusion, each fused kernel is a box (a cluster) around the nodes it joined, each
+combo kernel a dashed box around its nodes' kernels, and a buffer that fusion did away with is a
+dashed edge.
 
 Fused kernels are told by their symbols: fuse names the kernel that joins `@op0` and `@op1`
 `@op0_op1`. Writing DOT text needs no library; `render` turns it into SVG or PNG with the
@@ -53,18 +54,20 @@ def _graph(graph: Operation, after: Operation | None, prefix: str) -> list[str]:
     lines = [f"  subgraph cluster_{prefix} {{", f"    label={_quote('@' + graph.symbol)};"]
     lines += [f"    {ids[a]} [shape=ellipse, label={_quote(_value(a))}];" for a in block.args]
     boxes: dict[str, list[str]] = {}
-    groups = _groups(after)
+    groups, combos = _groups(after), _combos(after)
     for op in block.ops:
         line = f"{ids[op]} [{_STYLE.get(op.name, _OTHER)}, label={_quote(_label(op))}];"
-        boxes.setdefault(groups.get(op.symbol or "", ""), []).append(line)
+        kernel = groups.get(op.symbol or "", "")
+        boxes.setdefault(kernel or (op.symbol if op.symbol in combos else ""), []).append(line)
     lines += [f"    {line}" for line in boxes.pop("", [])]
+    combined: dict[int | None, list[str]] = {}
     for k, (kernel, members) in enumerate(boxes.items()):
-        lines += [f"    subgraph cluster_{prefix}_k{k} {{", f"      label={_quote('@' + kernel)};"]
-        lines += [
-            '      style=rounded; color="#3060a0";',
-            *(f"      {m}" for m in members),
-            "    }",
-        ]
+        box = members if kernel not in groups.values() else _box(f"{prefix}_k{k}", kernel, members)
+        combined.setdefault(combos.get(kernel), []).extend(box)
+    lines += [f"    {line}" for line in combined.pop(None, [])]
+    for combo, members in combined.items():
+        label = f"combo {combo}"
+        lines += [f"    {line}" for line in _box(f"{prefix}_c{combo}", label, members, _COMBO)]
     kept = {v.name for op in after.body.ops for v in op.results} if after is not None else None
     for op in block.ops:
         for value in _reads(op, block):
@@ -74,6 +77,30 @@ def _graph(graph: Operation, after: Operation | None, prefix: str) -> list[str]:
             label = _quote(f"%{value.name}\n{_bytes(value)}")
             lines.append(f"    {ids[writer]} -> {ids[op]} [label={label}{style}];")
     return [*lines, "  }"]
+
+
+#: the frame of a fused kernel, and of a combo kernel around its nodes' kernels
+_KERNEL, _COMBO = 'style=rounded; color="#3060a0";', 'style=dashed; color="#a03060";'
+
+
+def _box(name: str, label: str, members: list[str], style: str = _KERNEL) -> list[str]:
+    """A cluster around `members` (DOT lines), labelled `label` (a kernel's name is its symbol)."""
+    title = label if label.startswith("combo") else "@" + label
+    return [
+        f"subgraph cluster_{name} {{",
+        f"  label={_quote(title)};",
+        f"  {style}",
+        *(f"  {m}" for m in members),
+        "}",
+    ]
+
+
+def _combos(after: Operation | None) -> dict[str, int]:
+    """Each kernel of a combo (combo-kernels) -> its combo."""
+    if after is None:
+        return {}
+    nodes = [op for op in after.body.ops if op.name == "scheduled.node"]
+    return {op.symbol: op.combo for op in nodes if op.combo is not None}
 
 
 def _groups(after: Operation | None) -> dict[str, str]:
