@@ -184,6 +184,8 @@ def _verify_node(op: Node) -> None:
         raise VerifyError(f"'{reduces.name}' in a node with no r sizes to run over", reduces.loc)
     if reduces is not None and 0 in op.sizes[1]:
         raise VerifyError(f"'{reduces.name}' over no element (an r size is 0)", reduces.loc)
+    if 0 in op.sizes[1]:  # (its stores would run no time: a node over no element has x size 0)
+        raise VerifyError(f"'{op.name}' runs its body no time (an r size is 0)", op.loc)
     own = set(op.results)
     for inner in op.body.ops:
         if (
