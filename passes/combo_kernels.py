@@ -8,11 +8,11 @@ group's first node runs: it reads nothing made or overwritten since (by the grou
 ops between), and overwrites nothing read since; and a node that makes a buffer moves up past
 no op that makes one (its buffer would be live beside theirs: hoisting each layer's recomputed
 activation to the top of a backward graph would raise its peak memory). It then moves up beside
-the group's other nodes, and each is marked `combo = k` (to-triton makes one kernel of them, codegen/combo.py). A
-node that joins no group opens one; the `open-groups` latest stay open, and a collective closes
-them all (reorder-collectives placed it). A group holds at most `max-args` distinct kernel
-arguments (buffers), and only nodes whose own kernel would be one 1-D block of programs (a node
-tiled in 2-D for a transpose keeps its tile).
+the group's other nodes, and each is marked `combo = k` (to-triton makes one kernel of them,
+codegen/combo.py). A node that joins no group opens one; the `open-groups` latest stay open,
+and a collective closes them all (reorder-collectives placed it). A group holds at most
+`max-args` distinct kernel arguments (buffers), and only nodes whose own kernel would be one
+1-D block of programs (a node tiled in 2-D for a transpose keeps its tile).
 """
 
 from __future__ import annotations
@@ -129,6 +129,8 @@ class ComboKernels(GraphPass, name="combo-kernels", input="scheduled"):
 
 def _place(groups: list[list[Node]], graph: Operation) -> None:
     """Number the groups and move each one's nodes up beside its first."""
+    if not groups:
+        return
     follow: dict[Operation, list[Node]] = {}
     moved: set[Operation] = set()
     for k, nodes in enumerate(groups):
@@ -136,8 +138,6 @@ def _place(groups: list[list[Node]], graph: Operation) -> None:
             node.combo = k
         follow[nodes[0]] = nodes[1:]
         moved.update(nodes[1:])
-    if not groups:
-        return
     order: list[Operation] = []
     for op in graph.body.ops:
         if op not in moved:

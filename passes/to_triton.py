@@ -1,6 +1,7 @@
 """to-triton: scheduled -> triton. Each `scheduled.node` becomes a kernel named as Inductor names
-it (`triton_per_fused_add_mul_relu_sum_0`); each graph becomes a host wrapper that checks its
-inputs, allocates (or reuses) buffers, launches the kernels and calls ATen for externs.
+it (`triton_per_fused_add_mul_relu_sum_0`), the nodes of a combo one kernel together
+(codegen/combo.py); each graph becomes a host wrapper that checks its inputs, allocates (or
+reuses) buffers, launches the kernels and calls ATen for externs.
 
 Reuse: a buffer is dead after the last op that reads it; a later allocation of the same storage
 size, dtype and device takes it over instead of allocating (graph inputs and outputs never die).
