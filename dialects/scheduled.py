@@ -7,6 +7,8 @@ writes, its own results, in its `writes` and in its body's stores.
 
 from __future__ import annotations
 
+import math
+
 from mind.ir import dtypes as dt
 from mind.ir.constraints import (
     BOOL,
@@ -184,7 +186,7 @@ def _verify_node(op: Node) -> None:
         raise VerifyError(f"'{reduces.name}' in a node with no r sizes to run over", reduces.loc)
     if reduces is not None and 0 in op.sizes[1]:
         raise VerifyError(f"'{reduces.name}' over no element (an r size is 0)", reduces.loc)
-    if 0 in op.sizes[1]:  # (its stores would run no time: a node over no element has x size 0)
+    if 0 in op.sizes[1]:  # (an empty node has an x size of 0: an r size of 0 skips its stores)
         raise VerifyError(f"'{op.name}' runs its body no time (an r size is 0)", op.loc)
     own = set(op.results)
     for inner in op.body.ops:
@@ -292,15 +294,12 @@ def combinable(node: Node) -> bool:
         return False
     if not all(isinstance(s, int) for s in xs):
         return False
-    count = 1
-    for s in xs:
-        count *= s
-    return 0 < count < COMBO_MAX_NUMEL
+    return 0 < math.prod(xs) < COMBO_MAX_NUMEL
 
 
 def _verify_combo(combo: int, members: list[tuple[int, Node]]) -> None:
     """A combo's nodes sit side by side, each combinable, on one device; their kernel runs them
-    at once, so none reads what another writes."""
+    at once, so none reads what another writes, nor overwrites what another reads."""
     first, node = members[0]
     for k, (i, other) in enumerate(members):
         if i != first + k:
