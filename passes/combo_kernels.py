@@ -73,20 +73,34 @@ class _Group:
         self.overwritten.difference_update(overwritten_inputs(node))
         self.allocating -= bool(node.results)
 
-    def admits(self, node: Node, max_args: int) -> bool:
+    def admits(self, node: Node, facts: _Facts, max_args: int) -> bool:
         """Whether `node` may run where the group's first node runs, beside its nodes."""
-        if len(self.args | _arguments(node)) > max_args or node.device != self.nodes[0].device:
+        if len(self.args | facts.args) > max_args or node.device != self.nodes[0].device:
             return False
         if node.results and self.allocating:  # its buffer would live beside theirs
             return False
-        read = {b for v in reads(node) for b in bases(v)}
-        if read & self.made or read & self.overwritten:
+        if facts.read & self.made or facts.read & self.overwritten:
             return False
-        for target in overwritten_inputs(node):
-            readers = memory_readers(target, node.parent, lambda o: isinstance(o, Reinterpret))
-            if any(r in self.ops for r in readers):
-                return False
-        return True
+        return not facts.readers & self.ops
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What a candidate node takes, reads (through views) and whose readers it overwrites under:
+    computed once, asked of each open group."""
+
+    args: frozenset[Value]
+    read: frozenset[Value]
+    readers: frozenset[Operation]
+
+    @staticmethod
+    def of(node: Node) -> _Facts:
+        aliases = lambda o: isinstance(o, Reinterpret)  # noqa: E731
+        readers = {
+            r for t in overwritten_inputs(node) for r in memory_readers(t, node.parent, aliases)
+        }
+        read = {b for v in reads(node) for b in bases(v)}
+        return _Facts(frozenset(_arguments(node)), frozenset(read), frozenset(readers))
 
 
 @dataclass(frozen=True)
@@ -111,14 +125,15 @@ class ComboKernels(GraphPass, name="combo-kernels", input="scheduled"):
                 continue
             joined = None
             if _candidate(op):
-                joined = next((g for g in open_ if g.admits(op, self.max_args)), None)
+                facts = _Facts.of(op)
+                joined = next((g for g in open_ if g.admits(op, facts, self.max_args)), None)
                 if joined is None:
-                    joined = _Group([op], _arguments(op))
+                    joined = _Group([op], set(facts.args))
                     groups.append(joined.nodes)
                     open_ = [*open_, joined][-self.open_groups :]
                 else:
                     joined.nodes.append(op)
-                    joined.args |= _arguments(op)
+                    joined.args |= facts.args
             for group in open_:
                 group.passes(op, group is joined)
             if joined is not None:  # it runs before the groups opened after the one it joined
