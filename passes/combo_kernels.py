@@ -108,7 +108,9 @@ class ComboKernels(GraphPass, name="combo-kernels", input="scheduled"):
     """Run independent pointwise nodes as combo kernels: one launch for many nodes."""
 
     max_args: int = option(
-        250, "the most buffers one combo kernel takes (Inductor's foreach kernels take 250)"
+        80,
+        "the most buffers one combo kernel takes (an AdamW step over GPT-2's tensors on an H100:"
+        " 1.22 ms in 12 kernels of up to 80, 1.54 ms in 4 of up to 250)",
     )
     open_groups: int = option(
         8,
