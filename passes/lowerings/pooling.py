@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 from mind.ir import dtypes as dt
+from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike
 
 from . import Unsupported, register_lowering
@@ -28,6 +29,10 @@ aten = torch.ops.aten
 
 #: the most taps one pointwise body unrolls (Inductor's bound for avg_pool2d)
 UNROLL_LIMIT = 25
+
+
+#: each pooling argument, and its least value
+_LEAST = {"kernel": 1, "stride": 1, "padding": 0, "dilation": 1}
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,18 @@ class Window:
     padding: Sequence[int]
     #: the step between taps (max pooling's `dilation`), 1 along every dim where empty
     dilation: Sequence[int] = ()
+
+    def __post_init__(self) -> None:
+        """Arguments torch refuses are refused here, not met as an empty window later."""
+        n = len(self.kernel)
+        for name, least in _LEAST.items():
+            values = getattr(self, name)
+            if name == "dilation" and not values:
+                continue
+            if len(values) != n or any(not isinstance(v, int) or v < least for v in values):
+                raise MindError(
+                    f"pooling's {name} must be {n} ints of at least {least}, got {list(values)}"
+                )
 
     @property
     def spatial(self) -> Sequence[IntLike]:
@@ -274,6 +291,8 @@ def adaptive_max_pool(ctx, x, output_size):
     sizes = x.type.shape[-n:]
     if not all(isinstance(s, int) for s in sizes) or not values.dtype.is_floating_point:
         raise Unsupported("adaptive max pooling over symbolic sizes or integers")
+    if any(not isinstance(o, int) or o < 1 for o in output_size):
+        raise MindError(f"adaptive pooling's output_size must be positive ints, got {output_size}")
     reach = [-(-(i + o - 1) // o) for i, o in zip(sizes, output_size)]
     if math.prod(reach) > UNROLL_LIMIT:
         raise Unsupported("adaptive max pooling over more taps than Inductor unrolls")
