@@ -53,7 +53,9 @@ class Window:
             values = getattr(self, name)
             if name == "dilation" and not values:
                 continue
-            if len(values) != n or any(not isinstance(v, int) or v < least for v in values):
+            if not all(isinstance(v, int) for v in values):
+                raise Unsupported(f"pooling with a symbolic {name}")
+            if len(values) != n or any(v < least for v in values):
                 raise MindError(
                     f"pooling's {name} must be {n} ints of at least {least}, got {list(values)}"
                 )
@@ -289,9 +291,11 @@ def adaptive_max_pool(ctx, x, output_size):
     values, indices = ctx.outs
     n = len(output_size)
     sizes = x.type.shape[-n:]
-    if not all(isinstance(s, int) for s in sizes) or not values.dtype.is_floating_point:
-        raise Unsupported("adaptive max pooling over symbolic sizes or integers")
-    if any(not isinstance(o, int) or o < 1 for o in output_size):
+    if not all(isinstance(s, int) for s in [*sizes, *output_size]):
+        raise Unsupported("adaptive max pooling over symbolic sizes")
+    if not values.dtype.is_floating_point:
+        raise Unsupported("adaptive max pooling over integers")
+    if any(o < 1 for o in output_size):
         raise MindError(f"adaptive pooling's output_size must be positive ints, got {output_size}")
     reach = [-(-(i + o - 1) // o) for i, o in zip(sizes, output_size)]
     if math.prod(reach) > UNROLL_LIMIT:
