@@ -91,3 +91,30 @@ def aten_graph(fn, *args):
 
     (graph,) = mind.capture(fn, *args, stage="aten").ops
     return graph
+
+
+@pytest.mark.parametrize("mark_grads", [False, True])
+def test_cuda_graphs_read_the_state_and_marked_gradients_in_place(mark_grads, monkeypatch):
+    """Dynamo marks an optimizer's parameters and state as static addresses, AOTAutograd lists
+    them as static inputs, and a recording reads those in place; gradients are copied in
+    before each replay unless `mark_static_address` marks them too (README, CUDA graphs)."""
+    import mind.backend
+
+    seen = []
+    read = mind.backend._static_inputs
+
+    def spy(graph):
+        seen.append((graph, read(graph)))
+        return seen[-1][1]
+
+    monkeypatch.setattr(mind.backend, "_static_inputs", spy)
+    params = [torch.nn.Parameter(torch.randn(4, 3)) for _ in range(2)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+        if mark_grads:
+            torch._dynamo.decorators.mark_static_address(p.grad)
+    optimizer = torch.optim.AdamW(params, foreach=True)
+    torch.compile(optimizer.step, backend="mind", mode="reduce-overhead")()
+    graph, static = seen[-1]
+    assert len(graph.body.args) == 10  # parameters, gradients, two moments, step counts
+    assert len(static) == (10 if mark_grads else 8)
