@@ -275,10 +275,10 @@ def _run_on_fake(op: Operation) -> None:
             if any(f is None for f in fakes.values()):
                 return
             out = overload(op.name)(*from_attr(op.args, fakes), **from_attr(dict(op.attrs), fakes))
-    except (IndexError, TypeError) as exc:  # torch refuses the arguments (a dim out of range)
+    except Exception as exc:
+        if not _rejection(exc):  # no fake kernel, data-dependent output, ...
+            return  # nothing to compare against
         raise VerifyError(f"'{op.name}' rejects its arguments: {exc}", op.loc) from None
-    except Exception:  # no fake kernel, data-dependent output, sizes torch cannot allocate even
-        return  # nothing to compare against
     outs = out if isinstance(out, tuple | list) else (out,)
     for result, computed in zip(op.results, outs):
         declared = result.type
@@ -291,6 +291,14 @@ def _run_on_fake(op: Operation) -> None:
                     f"{TensorType(declared.dtype, declared.shape)}",
                     op.loc,
                 )
+
+
+def _rejection(exc: Exception) -> bool:
+    """Whether torch refused the arguments: a dim out of range (IndexError), a wrong kind of
+    argument (TypeError), or a failed check of its sizes or dtypes (`torch._check` and C++'s
+    TORCH_CHECK raise a plain RuntimeError). The RuntimeErrors that say a fake run cannot tell
+    are subclasses: no fake kernel, an output whose size depends on data, a guard on data."""
+    return isinstance(exc, IndexError | TypeError) or type(exc) is RuntimeError
 
 
 class AtenOutput(Output):
