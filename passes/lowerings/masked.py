@@ -7,6 +7,7 @@ from __future__ import annotations
 import sympy
 import torch
 from mind.ir import dtypes as dt
+from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import DType
 from mind.ir.symbols import Mod
 
@@ -47,6 +48,7 @@ def cat(ctx, tensors, dim=0):
     # do legacy empty 1-d inputs of another rank; when all are, the result is empty too
     parts = [t for t in tensors if not _joins_nothing(t, dim)] or tensors[:1]
     size = out.shape[dim]
+    _check_cat_sizes([t.type.shape for t in parts if t.type.rank == out.rank], out.shape, dim)
 
     def body(b, idx):
         pos = b.index(idx[dim])
@@ -63,6 +65,19 @@ def cat(ctx, tensors, dim=0):
         return value
 
     return ctx.pointwise(out.dtype, out.shape, body)
+
+
+def _check_cat_sizes(shapes: list, out: tuple, dim: int) -> None:
+    """Refuse pieces that provably do not make `out` (sizes that differ by a number): the
+    verifier's fake run checks static sizes, this the symbolic ones it cannot run."""
+    joined = (sum((s[dim] for s in shapes), 0), out[dim])
+    pairs = [joined, *((s[d], out[d]) for s in shapes for d in range(len(out)) if d != dim)]
+    for got, want in pairs:
+        gap = sympy.expand(got - want)
+        if gap.is_number and gap != 0:
+            raise MindError(
+                f"cat's pieces of sizes {[list(s) for s in shapes]} do not make {list(out)}"
+            )
 
 
 def _joins_nothing(t, dim: int) -> bool:
