@@ -112,7 +112,7 @@ def test_cuda_graphs_read_the_state_and_marked_gradients_in_place(mark_grads, mo
     for p in params:
         p.grad = torch.randn_like(p)
         if mark_grads:
-            torch._dynamo.decorators.mark_static_address(p.grad)
+            torch._dynamo.mark_static_address(p.grad)
     optimizer = torch.optim.AdamW(params, foreach=True)
     torch.compile(optimizer.step, backend="mind", mode="reduce-overhead")()
     graph, static = seen[-1]
