@@ -295,10 +295,17 @@ def _run_on_fake(op: Operation) -> None:
 
 def _rejection(exc: Exception) -> bool:
     """Whether torch refused the arguments: a dim out of range (IndexError), a wrong kind of
-    argument (TypeError), or a failed check of its sizes or dtypes (`torch._check` and C++'s
-    TORCH_CHECK raise a plain RuntimeError). The RuntimeErrors that say a fake run cannot tell
-    are subclasses: no fake kernel, an output whose size depends on data, a guard on data."""
-    return isinstance(exc, IndexError | TypeError) or type(exc) is RuntimeError
+    argument (TypeError), or a failed `torch._check` of its sizes or dtypes in a meta function
+    (a RuntimeError that `torch._check_with` raised). Other errors say that a fake run cannot
+    tell: no fake kernel, an output whose size depends on data, operands on `meta` beside
+    `cuda` (fused attention's philox seed, which the real kernel takes; torch 2.11's fake
+    tensors refuse it with a plain RuntimeError)."""
+    if isinstance(exc, IndexError | TypeError):
+        return True
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code is torch._check_with.__code__
 
 
 class AtenOutput(Output):

@@ -173,3 +173,26 @@ def test_an_imported_aten_graph_is_confirmed_by_torchs_trace(monkeypatch):
     with pytest.raises(VerifyError, match=r"computes f32\[4, 8\] but '%relu' is declared"):
         verify(module)
     assert runs == ["aten.relu.default"]
+
+
+def test_only_torchs_own_checks_refuse_an_aten_ops_arguments():
+    """A failed `torch._check` in an op's meta function is torch refusing the arguments; a
+    plain RuntimeError from elsewhere (torch 2.11's fake tensors refusing fused attention's
+    `meta` philox seed beside CUDA tensors, which the real kernel takes) says nothing."""
+    import torch
+    from mind.dialects.aten import _rejection
+
+    def raised(fn) -> Exception:
+        try:
+            fn()
+        except Exception as exc:  # what the verifier catches
+            return exc
+        raise AssertionError("nothing raised")
+
+    def device_mismatch():
+        raise RuntimeError("Unhandled FakeTensor Device Propagation: cuda:0 and meta")
+
+    assert _rejection(raised(lambda: torch._check(False, lambda: "Sizes of tensors must match")))
+    assert _rejection(raised(lambda: torch.ones(2).sum(3)))  # IndexError: a dim out of range
+    assert not _rejection(raised(device_mismatch))
+    assert not _rejection(raised(lambda: torch.ones(2, device="meta").item()))
