@@ -298,8 +298,8 @@ def _rejection(exc: Exception) -> bool:
     argument (TypeError), or a failed `torch._check` of its sizes or dtypes in a meta function
     (a RuntimeError that `torch._check_with` raised). Other errors say that a fake run cannot
     tell: no fake kernel, an output whose size depends on data, operands on `meta` beside
-    `cuda` (fused attention's philox seed, which the real kernel takes; torch 2.11's fake
-    tensors refuse it with a plain RuntimeError)."""
+    `cuda` (fused attention's philox seed, which the real kernel takes; torch's fake tensors
+    refuse it, with a plain RuntimeError before FakeTensorDeviceMismatchError came)."""
     if isinstance(exc, IndexError | TypeError):
         return True
     tb = exc.__traceback__

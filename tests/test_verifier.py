@@ -177,7 +177,7 @@ def test_an_imported_aten_graph_is_confirmed_by_torchs_trace(monkeypatch):
 
 def test_only_torchs_own_checks_refuse_an_aten_ops_arguments():
     """A failed `torch._check` in an op's meta function is torch refusing the arguments; a
-    plain RuntimeError from elsewhere (torch 2.11's fake tensors refusing fused attention's
+    plain RuntimeError from elsewhere (as older torch's fake tensors refuse fused attention's
     `meta` philox seed beside CUDA tensors, which the real kernel takes) says nothing."""
     import torch
     from mind.dialects.aten import _rejection
