@@ -84,6 +84,10 @@ class _Group:
         return not facts.readers & self.ops
 
 
+def _is_view(op: Operation) -> bool:
+    return isinstance(op, Reinterpret)
+
+
 @dataclass(frozen=True)
 class _Facts:
     """What a candidate node takes, reads (through views) and whose readers it overwrites under:
@@ -95,9 +99,8 @@ class _Facts:
 
     @staticmethod
     def of(node: Node) -> _Facts:
-        aliases = lambda o: isinstance(o, Reinterpret)  # noqa: E731
         readers = {
-            r for t in overwritten_inputs(node) for r in memory_readers(t, node.parent, aliases)
+            r for t in overwritten_inputs(node) for r in memory_readers(t, node.parent, _is_view)
         }
         read = {b for v in reads(node) for b in bases(v)}
         return _Facts(frozenset(_arguments(node)), frozenset(read), frozenset(readers))

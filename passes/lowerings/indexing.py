@@ -51,7 +51,7 @@ def advanced_index(x: Value, indices: list, check: bool = True) -> tuple[list[In
         raise MindError("advanced indexing needs at least one index tensor")
     if any(not is_tensor(indices[d]) or indices[d].type.dtype in (dt.b8, dt.u8) for d in used):
         raise Unsupported("boolean mask indices (data-dependent shape)")
-    kinds = [indices[d].type.dtype for d in used]
+    kinds = (indices[d].type.dtype for d in used)
     bad = [k for k in kinds if k.is_floating_point or k.is_complex]
     if bad:
         raise MindError(f"tensors used as indices must be integers or booleans, got {bad[0]}")

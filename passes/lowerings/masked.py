@@ -73,8 +73,9 @@ def _check_cat_sizes(shapes: list, out: tuple, dim: int) -> None:
     joined = (sum((s[dim] for s in shapes), 0), out[dim])
     pairs = [joined, *((s[d], out[d]) for s in shapes for d in range(len(out)) if d != dim)]
     for got, want in pairs:
-        gap = sympy.expand(got - want)
-        if gap.is_number and gap != 0:
+        gap = got - want
+        gap = gap if isinstance(gap, int) else sympy.expand(gap)
+        if gap != 0 and (isinstance(gap, int) or gap.is_number):
             raise MindError(
                 f"cat's pieces of sizes {[list(s) for s in shapes]} do not make {list(out)}"
             )
