@@ -66,7 +66,11 @@ def mind_backend(
     try:
         if dump.directory:
             dump.stage("fx", fx_ir())
+        from mind.passes.attention_masks import simplify_attention_masks
         from mind.passes.to_aten import aten_graphs  # loads every pass: a broken one falls back
+
+        if opts.attention_masks and simplify_attention_masks(gm) and dump.directory:
+            dump.stage("fx", fx_ir(), "attention-masks")
 
         compile_graph = timed(functools.partial(compile_aten_graph, options=opts))
         # a dump runs every pass

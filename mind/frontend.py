@@ -33,6 +33,7 @@ def capture(
 ) -> Module:
     """Every graph Dynamo captures from `fn(*example_inputs)`, as one module of `stage` IR
     ("fx", or "aten" through AOTAutograd as the backend runs it, symbolic sizes included)."""
+    from mind.passes.attention_masks import simplify_attention_masks
     from mind.passes.to_aten import aten_graphs
 
     if stage not in ("fx", "aten"):
@@ -45,6 +46,7 @@ def capture(
         if stage == "fx":
             graphs.append(fx.import_graph(gm, name, dynamo_guards()))
             return gm.forward
+        simplify_attention_masks(gm)  # as the backend does by default
         compiled, produced = aten_graphs(gm, inputs, name)
         graphs.extend(produced)
         return compiled

@@ -43,6 +43,10 @@ class Options:
     #: round every bf16/f16 op's result as eager does, also inside a fused kernel (Inductor's
     #: option of that name; by default a fused chain computes in f32 and rounds where it stores)
     emulate_precision_casts: bool = False
+    #: evaluate attention masks that no input changes before tracing: drop an all-true one,
+    #: pass the causal triangle as is_causal (the pass `attention-masks`), so SDPA can choose
+    #: flash attention as eager code that skips such masks does
+    attention_masks: bool = True
 
 
 _TYPES = {"bool": bool, "int": int, "str": str}

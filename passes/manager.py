@@ -27,7 +27,7 @@ Verification = Literal["each", "stages", "off"]
 STAGES = ("fx", "aten", "loops", "scheduled", "triton")
 #: what brings a module from a stage to the next one
 CONVERSIONS: dict[str, tuple[str, ...]] = {
-    "fx": ("to-aten",),
+    "fx": ("attention-masks", "to-aten"),
     "aten": ("lower",),
     "loops": ("realize", "inline", "schedule"),
     "scheduled": ("to-triton",),

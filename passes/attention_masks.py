@@ -1,0 +1,242 @@
+"""attention-masks: an attention mask that no input changes, evaluated once and simplified.
+
+A model that builds its mask from sizes alone hands `scaled_dot_product_attention` a mask that
+eager code would have dropped. transformers' BERT called without an `attention_mask` builds
+`arange(S) >= 0`, and Llama's causal-and-padding mask without padding is the causal triangle.
+Eager transformers looks at the values and passes no mask, or `is_causal=True`. Traced, the mask
+stays, and SDPA with a mask takes a slower kernel: one that reads a bias, or the math
+decomposition (two bmm and a softmax, bf16 upcast to f32) for a mask of broadcast strides.
+
+This pass runs the mask's subgraph once, at compile time, where it reads no graph input,
+parameter or random number. A mask that keeps every score (all true, or all zero if additive)
+goes. A mask that is the causal triangle becomes `is_causal=True`. Both rewrites are exact, and
+SDPA can then choose flash attention, as eager does. Any other mask stays as it is.
+
+It works on Dynamo's fx graph, before AOTAutograd decomposes SDPA: the backend runs it on the
+GraphModule it gets, and `mind-opt --pass=attention-masks` on fx IR text."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mind.ir.core import Operation
+from mind.ir.logs import channel
+
+from .manager import GraphPass
+
+if TYPE_CHECKING:
+    import torch
+    import torch.fx
+
+log = channel("passes")
+
+#: scaled_dot_product_attention's parameters, in order
+_PARAMETERS = (
+    "query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa",
+)  # fmt: skip
+#: the most elements a value of a mask's subgraph may hold for the pass to run it
+MAX_NUMEL = 1 << 24
+
+
+def simplify_attention_masks(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """Drop or turn into `is_causal` the attention masks of `gm` that its inputs don't change
+    (module docstring); returns the SDPA nodes rewritten. Nodes only the masks used are erased."""
+    import torch
+
+    masks: dict[torch.fx.Node, str | None] = {}
+    changed = []
+    for node in gm.graph.find_nodes(op="call_function", target=_sdpa()):
+        bound = dict(zip(_PARAMETERS, node.args)) | dict(node.kwargs)
+        mask = bound.get("attn_mask")
+        if not isinstance(mask, torch.fx.Node) or bound.get("is_causal"):
+            continue
+        if mask not in masks:
+            masks[mask] = _kind(mask, bound["query"], bound["key"])
+        if masks[mask] is None:
+            continue
+        del bound["attn_mask"]
+        if masks[mask] == "causal":
+            bound["is_causal"] = True
+        node.args = tuple(bound.pop(p) for p in _PARAMETERS[:3])
+        node.kwargs = bound
+        log.info("%%%s: attn_mask %%%s is %s", node.name, mask.name, _SAYS[masks[mask]])
+        changed.append(node)
+    for mask in masks:
+        _erase_unused(mask)
+    if changed:
+        gm.recompile()
+    return changed
+
+
+_SAYS = {"all": "all true: dropped", "causal": "the causal triangle: is_causal=True"}
+
+
+def _sdpa():
+    import torch
+
+    return torch._C._nn.scaled_dot_product_attention
+
+
+def _kind(mask: torch.fx.Node, query: object, key: object) -> str | None:
+    """ "all" (keeps every score), "causal" (keeps the lower triangle), or None: another mask,
+    or one the pass cannot evaluate."""
+    value = _evaluate(mask)
+    rows, cols = _length(query), _length(key)
+    if value is None or rows is None or cols is None:
+        return None
+    return classify(value, rows, cols)
+
+
+def classify(mask: torch.Tensor, rows: int, cols: int) -> str | None:
+    """What a mask of `rows` queries by `cols` keys is: "all", "causal" or None. An additive
+    mask keeps a score where it is 0 and drops it where it is -inf or at most the dtype's
+    lowest value (exp of that, less the row's max, is 0 in any float type: every row of the
+    triangle keeps its diagonal, so no row's max is masked)."""
+    import torch
+
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        return None
+    try:
+        mask = torch.broadcast_to(mask, (*mask.shape[:-2], rows, cols))
+    except RuntimeError:  # SDPA refuses it as well
+        return None
+    keeps = mask if mask.dtype == torch.bool else mask == 0
+    if bool(keeps.all()):
+        return "all"
+    triangle = torch.ones(rows, cols, dtype=torch.bool, device=mask.device).tril()
+    drops = ~mask if mask.dtype == torch.bool else mask <= torch.finfo(mask.dtype).min
+    return "causal" if bool(torch.where(triangle, keeps, drops).all()) else None
+
+
+def _length(node: object) -> int | None:
+    """The sequence length (size -2) of a query or key, where it is a number."""
+    value = node.meta.get("example_value") if hasattr(node, "meta") else None
+    size = value.shape[-2] if value is not None and value.dim() >= 2 else None
+    return size if isinstance(size, int) else None
+
+
+def _evaluate(mask: torch.fx.Node) -> torch.Tensor | None:
+    """The mask's value, computed by a copy of its subgraph, or None where the subgraph reads
+    a graph input or attribute, draws random numbers, is too large or fails."""
+    import torch
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    nodes = _subgraph(mask)
+    if nodes is None:
+        return None
+    graph = torch.fx.Graph()
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in nodes:
+        copies[node] = graph.node_copy(node, copies.__getitem__)
+    graph.output(copies[mask])
+    try:
+        with unset_fake_temporarily(), torch.no_grad(), _unseeded():
+            value = torch.fx.GraphModule(torch.nn.Module(), graph)()
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the mask as it is
+        log.debug("%s: not evaluated: %s: %s", mask.name, type(exc).__name__, exc)
+        return None
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _subgraph(mask: torch.fx.Node) -> list[torch.fx.Node] | None:
+    """The calls `mask` is made from, in graph order; None where one of them reads a graph
+    input or attribute, or holds more than MAX_NUMEL elements."""
+    seen: set[torch.fx.Node] = set()
+    stack = [mask]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        if node.op not in ("call_function", "call_method") or _numel(node) > MAX_NUMEL:
+            return None
+        seen.add(node)
+        stack += node.all_input_nodes
+    return [n for n in mask.graph.nodes if n in seen]
+
+
+def _numel(node: torch.fx.Node) -> float:
+    value = node.meta.get("example_value")
+    numel = getattr(value, "numel", None)
+    if numel is None:
+        return 0
+    n = numel()
+    return n if isinstance(n, int) else math.inf
+
+
+def _erase_unused(node: torch.fx.Node) -> None:
+    """Erase `node` if nothing uses it, then whatever it alone used (pure calls, as
+    `_subgraph` found them)."""
+    if node.users or node.op not in ("call_function", "call_method"):
+        return
+    inputs = node.all_input_nodes
+    node.graph.erase_node(node)
+    for n in inputs:
+        _erase_unused(n)
+
+
+def _unseeded():
+    """A dispatch mode that refuses random ops: their values differ per call, so no mask made
+    of them is constant."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Unseeded(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            import torch
+
+            if torch.Tag.nondeterministic_seeded in func.tags:
+                raise ValueError(f"{func} draws random numbers")
+            return func(*args, **(kwargs or {}))
+
+    return Unseeded()
+
+
+@dataclass(frozen=True)
+class AttentionMasks(GraphPass, name="attention-masks", input="fx"):
+    """Evaluate attention masks that no input changes: drop an all-true one, make the causal triangle is_causal."""
+
+    def run_graph(self, graph: Operation) -> None:
+        from mind.dialects import fx
+
+        gm = fx.export_graph(graph)
+        ops = {op.result.name: op for op in graph.body.ops if op.results}
+        for node in gm.graph.nodes:
+            if node.name in ops:
+                node.meta["example_value"] = _meta_value(ops[node.name].result.type)
+        for node in simplify_attention_masks(gm):
+            ops[node.name] = _rewrite(ops[node.name], node, ops)
+        kept = {node.name for node in gm.graph.nodes}
+        graph.body.erase_ops(op for name, op in ops.items() if name not in kept)
+
+
+def _meta_value(t: object) -> torch.Tensor | None:
+    """A meta tensor of an IR tensor type with numeric sizes (what `_subgraph` and `_length`
+    read of a node), else None."""
+    import torch
+    from mind.dialects.torch_types import to_torch
+    from mind.ir.types import TensorType, contiguous_strides
+
+    if not isinstance(t, TensorType) or not all(isinstance(s, int) for s in t.shape):
+        return None
+    strides = t.strides or contiguous_strides(t.shape)
+    return torch.empty_strided(t.shape, strides, dtype=to_torch(t.dtype), device="meta")
+
+
+def _rewrite(op: Operation, node: torch.fx.Node, ops: dict[str, Operation]) -> Operation:
+    """Replace `op` by one with the arguments of its rewritten node; returns that one."""
+    from mind.dialects.pyobjects import to_attr
+
+    values = {n: ops[n.name].result for n in node.all_input_nodes}
+    new = Operation(
+        op.name,
+        list(to_attr(node.args, values)),
+        to_attr(dict(node.kwargs), values),
+        [op.result.type],
+        [op.result.name],
+        symbol=op.symbol,
+        loc=op.loc,
+    )
+    op.parent.insert_after(op, new)
+    op.replace_by([new.result])
+    return new
