@@ -25,7 +25,9 @@ def all_true(q, k, v):
 def causal(q, k, v):
     """Llama's causal-and-padding mask with no padding."""
     idx = torch.arange(q.shape[-2], device=q.device)
-    mask = (idx[None, :] <= idx[:, None]) & torch.ones(q.shape[-2], dtype=torch.bool)
+    mask = (idx[None, :] <= idx[:, None]) & torch.ones(
+        q.shape[-2], dtype=torch.bool, device=q.device
+    )
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None, None])
 
 
