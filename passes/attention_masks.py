@@ -36,8 +36,9 @@ log = channel("passes")
 _PARAMETERS = (
     "query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa",
 )  # fmt: skip
-#: the most elements a value of a mask's subgraph may hold for the pass to run it
-MAX_NUMEL = 1 << 24
+#: the most elements a value of a mask's subgraph may span in memory for the pass to run it (a
+#: 8192 x 8192 mask: the model would make it on every call)
+MAX_ELEMENTS = 1 << 26
 
 
 def simplify_attention_masks(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
@@ -102,12 +103,20 @@ def classify(mask: torch.Tensor, rows: int, cols: int) -> str | None:
         mask = torch.broadcast_to(mask, (*mask.shape[:-2], rows, cols))
     except RuntimeError:  # SDPA refuses it as well
         return None
+    mask = _unbroadcast(mask)
     keeps = mask if mask.dtype == torch.bool else mask == 0
     if bool(keeps.all()):
         return "all"
     triangle = torch.ones(rows, cols, dtype=torch.bool, device=mask.device).tril()
     drops = ~mask if mask.dtype == torch.bool else mask <= torch.finfo(mask.dtype).min
     return "causal" if bool(torch.where(triangle, keeps, drops).all()) else None
+
+
+def _unbroadcast(mask: torch.Tensor) -> torch.Tensor:
+    """`mask` with each broadcast dim (stride 0) cut to size 1: the same values, and whatever
+    `classify` computes from them is no larger than what the mask holds."""
+    index = tuple(slice(0, 1) if stride == 0 else slice(None) for stride in mask.stride())
+    return mask[index]
 
 
 def _length(node: object) -> int | None:
@@ -142,27 +151,34 @@ def _evaluate(mask: torch.fx.Node) -> torch.Tensor | None:
 
 def _subgraph(mask: torch.fx.Node) -> list[torch.fx.Node] | None:
     """The calls `mask` is made from, in graph order; None where one of them reads a graph
-    input or attribute, or holds more than MAX_NUMEL elements."""
+    input or attribute, or spans more than MAX_ELEMENTS elements."""
     seen: set[torch.fx.Node] = set()
     stack = [mask]
     while stack:
         node = stack.pop()
         if node in seen:
             continue
-        if node.op not in ("call_function", "call_method") or _numel(node) > MAX_NUMEL:
+        if node.op not in ("call_function", "call_method") or _span(node) > MAX_ELEMENTS:
             return None
         seen.add(node)
         stack += node.all_input_nodes
     return [n for n in mask.graph.nodes if n in seen]
 
 
-def _numel(node: torch.fx.Node) -> float:
+def _span(node: torch.fx.Node) -> float:
+    """The elements a node's value spans in memory (a broadcast dim, of stride 0, adds none):
+    what running it allocates at most. Unknown sizes count as infinitely many."""
+    import torch
+
     value = node.meta.get("example_value")
-    numel = getattr(value, "numel", None)
-    if numel is None:
+    if not isinstance(value, torch.Tensor):
         return 0
-    n = numel()
-    return n if isinstance(n, int) else math.inf
+    dims = list(zip(value.shape, value.stride(), strict=True))
+    if not all(isinstance(n, int) for dim in dims for n in dim):
+        return math.inf
+    if any(size == 0 for size, _ in dims):
+        return 0
+    return 1 + sum((size - 1) * abs(stride) for size, stride in dims)
 
 
 def _erase_unused(node: torch.fx.Node) -> None:

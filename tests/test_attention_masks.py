@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from mind.passes import attention_masks
 from mind.passes.attention_masks import classify
 
 import mind
@@ -94,6 +95,16 @@ def test_the_option_turns_the_pass_on_and_off(on, caplog):
     )
 
 
+def test_a_mask_spanning_more_than_the_bound_is_not_run(monkeypatch):
+    """The causal mask's subgraph spans 64 elements (an 8 x 8 comparison); its broadcast to the
+    batch adds none."""
+    args = inputs()
+    monkeypatch.setattr(attention_masks, "MAX_ELEMENTS", 63)
+    assert re.search(r"{attn_mask = %\w+} :", sdpa_line(causal, args))
+    monkeypatch.setattr(attention_masks, "MAX_ELEMENTS", 64)
+    assert re.search(r", 0.0, true\) :", sdpa_line(causal, args))
+
+
 def test_a_training_step_through_a_simplified_mask_matches_eager():
     def step(fn, args):
         leaves = [a.clone().requires_grad_() for a in args]
@@ -114,6 +125,8 @@ def test_a_training_step_through_a_simplified_mask_matches_eager():
         (torch.ones(1, 1, 1, 5, dtype=torch.bool), "all"),
         (torch.zeros(5, 5), "all"),
         (torch.ones(5, 5, dtype=torch.bool).tril(), "causal"),
+        (torch.ones(5, 5, dtype=torch.bool).tril().expand(3, 2, 5, 5), "causal"),
+        (torch.ones(1, 1, 5, dtype=torch.bool).expand(3, 5, 5), "all"),
         (torch.full((5, 5), float("-inf")).triu(1), "causal"),
         (torch.full((5, 5), -1e4).triu(1), None),  # -1e4 is a bias, not a mask
         (torch.ones(5, 5, dtype=torch.bool).tril(-1), None),  # the diagonal masked too
