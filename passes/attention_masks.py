@@ -18,6 +18,7 @@ GraphModule it gets, and `mind-opt --pass=attention-masks` on fx IR text."""
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -81,8 +82,7 @@ def _sdpa():
 
 
 def _kind(mask: torch.fx.Node, query: object, key: object) -> str | None:
-    """ "all" (keeps every score), "causal" (keeps the lower triangle), or None: another mask,
-    or one the pass cannot evaluate."""
+    """What `classify` says of the mask's value, or None where the pass cannot evaluate it."""
     value = _evaluate(mask)
     rows, cols = _length(query), _length(key)
     if value is None or rows is None or cols is None:
@@ -121,7 +121,7 @@ def _unbroadcast(mask: torch.Tensor) -> torch.Tensor:
 
 def _length(node: object) -> int | None:
     """The sequence length (size -2) of a query or key, where it is a number."""
-    value = node.meta.get("example_value") if hasattr(node, "meta") else None
+    value = _value(node) if hasattr(node, "meta") else None
     size = value.shape[-2] if value is not None and value.dim() >= 2 else None
     return size if isinstance(size, int) else None
 
@@ -151,7 +151,8 @@ def _evaluate(mask: torch.fx.Node) -> torch.Tensor | None:
 
 def _subgraph(mask: torch.fx.Node) -> list[torch.fx.Node] | None:
     """The calls `mask` is made from, in graph order; None where one of them reads a graph
-    input or attribute, or spans more than MAX_ELEMENTS elements."""
+    input or attribute, spans more than MAX_ELEMENTS elements, or is written in place by a node
+    outside them (`m[:, 4:] = -inf` leaves `m`'s own node computing zeros)."""
     seen: set[torch.fx.Node] = set()
     stack = [mask]
     while stack:
@@ -162,7 +163,74 @@ def _subgraph(mask: torch.fx.Node) -> list[torch.fx.Node] | None:
             return None
         seen.add(node)
         stack += node.all_input_nodes
+    if _written(seen, mask.graph):
+        return None
     return [n for n in mask.graph.nodes if n in seen]
+
+
+#: calls that write their first argument (`x[i] = v`, `x += y` on a tensor)
+_WRITES_FIRST = frozenset(
+    getattr(operator, name)
+    for name in (
+        "setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul",
+        "imod", "imul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor",
+    )
+)  # fmt: skip
+
+
+def _written(nodes: set[torch.fx.Node], graph: torch.fx.Graph) -> bool:
+    """Whether a node of `graph` writes in place a tensor that one of `nodes` made, or a view of
+    one (the same storage, as the graph's example values tell)."""
+    storages = {_storage(n) for n in nodes} - {None}
+    for node in graph.nodes:
+        for target in _writes(node):
+            if target in nodes or (_storage(target) or object()) in storages:
+                return True
+    return False
+
+
+def _writes(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The nodes whose tensors `node` writes in place: the first argument of an in-place method
+    (`fill_`) or function (`torch.relu_`, `operator.setitem`), of a call with `inplace=True`,
+    and `out=`; any argument of an op whose schema writes."""
+    import torch
+
+    if node.op not in ("call_function", "call_method"):
+        return []
+    if getattr(node.target, "__module__", None) in ("operator", "_operator"):
+        in_place = node.target in _WRITES_FIRST  # `and_` is not in place
+    else:
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        in_place = isinstance(name, str) and name.endswith("_") and not name.startswith("__")
+    if in_place or node.kwargs.get("inplace") is True:
+        written = list(node.args[:1])
+    elif isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable:
+        written = list(node.args)
+    else:
+        written = []
+    written += [node.kwargs["out"]] if "out" in node.kwargs else []
+    nodes: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(written, nodes.append)
+    return nodes
+
+
+def _storage(node: torch.fx.Node) -> object | None:
+    """The storage of a node's example value (views share their base's), or None."""
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    value = _value(node)
+    if not isinstance(value, torch.Tensor):
+        return None
+    try:
+        return StorageWeakRef(value.untyped_storage())
+    except (NotImplementedError, RuntimeError):  # a tensor without storage
+        return None
+
+
+def _value(node: torch.fx.Node) -> object:
+    """A node's example value: Dynamo's, or what fake tensor propagation gave it."""
+    return node.meta.get("example_value", node.meta.get("val"))
 
 
 def _span(node: torch.fx.Node) -> float:
@@ -170,7 +238,7 @@ def _span(node: torch.fx.Node) -> float:
     what running it allocates at most. Unknown sizes count as infinitely many."""
     import torch
 
-    value = node.meta.get("example_value")
+    value = _value(node)
     if not isinstance(value, torch.Tensor):
         return 0
     dims = list(zip(value.shape, value.stride(), strict=True))
@@ -216,27 +284,31 @@ class AttentionMasks(GraphPass, name="attention-masks", input="fx"):
         from mind.dialects import fx
 
         gm = fx.export_graph(graph)
+        if not _propagate(gm, graph):
+            return
         ops = {op.result.name: op for op in graph.body.ops if op.results}
-        for node in gm.graph.nodes:
-            if node.name in ops:
-                node.meta["example_value"] = _meta_value(ops[node.name].result.type)
         for node in simplify_attention_masks(gm):
             ops[node.name] = _rewrite(ops[node.name], node, ops)
         kept = {node.name for node in gm.graph.nodes}
         graph.body.erase_ops(op for name, op in ops.items() if name not in kept)
 
 
-def _meta_value(t: object) -> torch.Tensor | None:
-    """A meta tensor of an IR tensor type with numeric sizes (what `_subgraph` and `_length`
-    read of a node), else None."""
-    import torch
-    from mind.dialects.torch_types import to_torch
-    from mind.ir.types import TensorType, contiguous_strides
+def _propagate(gm: torch.fx.GraphModule, graph: Operation) -> bool:
+    """Give `gm`'s nodes the fake values Dynamo would have (`meta["val"]`, views sharing their
+    base's storage) from the placeholders' types; False where it cannot (symbolic sizes, a
+    program torch rejects: to-aten reports those)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-    if not isinstance(t, TensorType) or not all(isinstance(s, int) for s in t.shape):
-        return None
-    strides = t.strides or contiguous_strides(t.shape)
-    return torch.empty_strided(t.shape, strides, dtype=to_torch(t.dtype), device="meta")
+    from .to_aten import fake_inputs
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    try:
+        FakeTensorProp(gm, mode).propagate(*fake_inputs(graph, mode))
+    except Exception as exc:  # noqa: BLE001 - the pass leaves such a graph as it is
+        log.debug("@%s: no fake values: %s: %s", graph.symbol, type(exc).__name__, exc)
+        return False
+    return True
 
 
 def _rewrite(op: Operation, node: torch.fx.Node, ops: dict[str, Operation]) -> Operation:

@@ -74,6 +74,27 @@ def test_masks_of_sizes_alone_are_simplified_and_match_eager(fn, want):
     torch.testing.assert_close(got, fn(*args))
 
 
+def written_through_a_view(q, k, v):
+    """Dynamo's graph writes the mask through a view: its own node computes zeros."""
+    mask = torch.zeros(q.shape[-2], k.shape[-2])
+    mask[:, 4:].fill_(float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def filled_in_place(q, k, v):
+    mask = torch.zeros(q.shape[-2], k.shape[-2])
+    mask.masked_fill_(torch.ones_like(mask, dtype=torch.bool).triu(1), float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("fn", [written_through_a_view, filled_in_place])
+def test_a_mask_written_in_place_stays(fn):
+    args = inputs()
+    assert re.search(r"{attn_mask = %\w+} :", sdpa_line(fn, args))
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(fn, backend="mind")(*args), fn(*args))
+
+
 def test_a_mask_read_from_an_input_stays():
     pad = torch.tensor([[True] * L, [True] * (L - 3) + [False] * 3])
     args = inputs(pad)

@@ -75,3 +75,19 @@ fx.graph @kept {
 // CHECK-NEXT:    %rand = fx.call_function @torch.rand(8, 8)
 // CHECK-NEXT:    %coin = fx.call_function @operator.ge(%rand, 0.0)
 // CHECK-NEXT:    %c = fx.call_function @torch._C._nn.scaled_dot_product_attention(%b, %b, %b) {attn_mask = %coin}
+
+// -----
+
+// A mask written in place stays: its own node computes zeros, and the `fill_` of a view of it
+// (the same storage) makes it another mask.
+fx.graph @written {
+  %q = fx.placeholder @q : f32[2, 4, 8, 16][512, 128, 16, 1]cpu
+  %m = fx.call_function @torch.zeros(8, 8) : f32[8, 8][8, 1]cpu
+  %v = fx.call_function @operator.getitem(%m, (@builtins.slice(none, none, none), @builtins.slice(4, none, none))) : f32[8, 4][8, 1]cpu
+  %fill_ = fx.call_method @fill_(%v, -inf) : f32[8, 4][8, 1]cpu
+  %sdpa = fx.call_function @torch._C._nn.scaled_dot_product_attention(%q, %q, %q) {attn_mask = %m} : f32[2, 4, 8, 16][512, 128, 16, 1]cpu
+  fx.output((%sdpa,))
+}
+// CHECK-LABEL: fx.graph @written {
+// CHECK:         %fill_ = fx.call_method @fill_(%v, -inf)
+// CHECK-NEXT:    %sdpa = fx.call_function @torch._C._nn.scaled_dot_product_attention(%q, %q, %q) {attn_mask = %m}
