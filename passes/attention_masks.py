@@ -8,7 +8,7 @@ stays, and SDPA with a mask takes a slower kernel: one that reads a bias, or the
 decomposition (two bmm and a softmax, bf16 upcast to f32) for a mask of broadcast strides.
 
 This pass runs the mask's subgraph once, at compile time, where it reads no graph input,
-parameter or random number. A mask that keeps every score (all true, or all zero if additive)
+parameter or random number, and nothing writes its tensors in place. A mask that keeps every score (all true, or all zero if additive)
 goes. A mask that is the causal triangle becomes `is_causal=True`. Both rewrites are exact, and
 SDPA can then choose flash attention, as eager does. Any other mask stays as it is.
 
@@ -55,7 +55,7 @@ def simplify_attention_masks(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
         if not isinstance(mask, torch.fx.Node) or bound.get("is_causal"):
             continue
         if mask not in masks:
-            masks[mask] = _kind(mask, bound["query"], bound["key"])
+            masks[mask] = _kind(mask, bound.get("query"), bound.get("key"))
         if masks[mask] is None:
             continue
         del bound["attn_mask"]
