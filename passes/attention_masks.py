@@ -47,15 +47,21 @@ def simplify_attention_masks(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     (module docstring); returns the SDPA nodes rewritten. Nodes only the masks used are erased."""
     import torch
 
+    calls = [
+        (node, bound)
+        for node in gm.graph.find_nodes(op="call_function", target=_sdpa())
+        for bound in [dict(zip(_PARAMETERS, node.args)) | dict(node.kwargs)]
+        if isinstance(bound.get("attn_mask"), torch.fx.Node) and not bound.get("is_causal")
+    ]
+    if not calls:
+        return []
+    written = {t for node in gm.graph.nodes for t in _writes(node)}
     masks: dict[torch.fx.Node, str | None] = {}
     changed = []
-    for node in gm.graph.find_nodes(op="call_function", target=_sdpa()):
-        bound = dict(zip(_PARAMETERS, node.args)) | dict(node.kwargs)
-        mask = bound.get("attn_mask")
-        if not isinstance(mask, torch.fx.Node) or bound.get("is_causal"):
-            continue
+    for node, bound in calls:
+        mask = bound["attn_mask"]
         if mask not in masks:
-            masks[mask] = _kind(mask, bound.get("query"), bound.get("key"))
+            masks[mask] = _kind(mask, bound.get("query"), bound.get("key"), written)
         if masks[mask] is None:
             continue
         del bound["attn_mask"]
@@ -81,13 +87,16 @@ def _sdpa():
     return torch._C._nn.scaled_dot_product_attention
 
 
-def _kind(mask: torch.fx.Node, query: object, key: object) -> str | None:
-    """What `classify` says of the mask's value, or None where the pass cannot evaluate it."""
-    value = _evaluate(mask)
+def _kind(
+    mask: torch.fx.Node, query: object, key: object, written: set[torch.fx.Node]
+) -> str | None:
+    """What `classify` says of the mask's value, or None where the pass cannot evaluate it.
+    `written`: the nodes whose tensors the graph writes in place (`_writes`)."""
     rows, cols = _length(query), _length(key)
-    if value is None or rows is None or cols is None:
+    if rows is None or cols is None:
         return None
-    return classify(value, rows, cols)
+    value = _evaluate(mask, written)
+    return None if value is None else classify(value, rows, cols)
 
 
 def classify(mask: torch.Tensor, rows: int, cols: int) -> str | None:
@@ -126,13 +135,13 @@ def _length(node: object) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def _evaluate(mask: torch.fx.Node) -> torch.Tensor | None:
+def _evaluate(mask: torch.fx.Node, written: set[torch.fx.Node]) -> torch.Tensor | None:
     """The mask's value, computed by a copy of its subgraph, or None where the subgraph reads
     a graph input or attribute, draws random numbers, is too large or fails."""
     import torch
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    nodes = _subgraph(mask)
+    nodes = _subgraph(mask, written)
     if nodes is None:
         return None
     graph = torch.fx.Graph()
@@ -149,7 +158,7 @@ def _evaluate(mask: torch.fx.Node) -> torch.Tensor | None:
     return value if isinstance(value, torch.Tensor) else None
 
 
-def _subgraph(mask: torch.fx.Node) -> list[torch.fx.Node] | None:
+def _subgraph(mask: torch.fx.Node, written: set[torch.fx.Node]) -> list[torch.fx.Node] | None:
     """The calls `mask` is made from, in graph order; None where one of them reads a graph
     input or attribute, spans more than MAX_ELEMENTS elements, or is written in place by a node
     outside them (`m[:, 4:] = -inf` leaves `m`'s own node computing zeros)."""
@@ -163,7 +172,7 @@ def _subgraph(mask: torch.fx.Node) -> list[torch.fx.Node] | None:
             return None
         seen.add(node)
         stack += node.all_input_nodes
-    if _written(seen, mask.graph):
+    if _aliased(seen, written):
         return None
     return [n for n in mask.graph.nodes if n in seen]
 
@@ -178,15 +187,11 @@ _WRITES_FIRST = frozenset(
 )  # fmt: skip
 
 
-def _written(nodes: set[torch.fx.Node], graph: torch.fx.Graph) -> bool:
-    """Whether a node of `graph` writes in place a tensor that one of `nodes` made, or a view of
-    one (the same storage, as the graph's example values tell)."""
+def _aliased(nodes: set[torch.fx.Node], written: set[torch.fx.Node]) -> bool:
+    """Whether one of `written` is one of `nodes` or a view of one (the same storage, as the
+    graph's example values tell)."""
     storages = {_storage(n) for n in nodes} - {None}
-    for node in graph.nodes:
-        for target in _writes(node):
-            if target in nodes or (_storage(target) or object()) in storages:
-                return True
-    return False
+    return any(t in nodes or (_storage(t) or object()) in storages for t in written)
 
 
 def _writes(node: torch.fx.Node) -> list[torch.fx.Node]:
@@ -284,13 +289,14 @@ class AttentionMasks(GraphPass, name="attention-masks", input="fx"):
         from mind.dialects import fx
 
         gm = fx.export_graph(graph)
+        # a node per op, in order (fx renames `%sum` to `sum_1`: names do not match them up)
+        ops = dict(zip(gm.graph.nodes, graph.body.ops, strict=True))
         if not _propagate(gm, graph):
             return
-        ops = {op.result.name: op for op in graph.body.ops if op.results}
         for node in simplify_attention_masks(gm):
-            ops[node.name] = _rewrite(ops[node.name], node, ops)
-        kept = {node.name for node in gm.graph.nodes}
-        graph.body.erase_ops(op for name, op in ops.items() if name not in kept)
+            ops[node] = _rewrite(ops[node], node, ops)
+        kept = set(gm.graph.nodes)
+        graph.body.erase_ops(op for node, op in ops.items() if node not in kept)
 
 
 def _propagate(gm: torch.fx.GraphModule, graph: Operation) -> bool:
@@ -311,11 +317,11 @@ def _propagate(gm: torch.fx.GraphModule, graph: Operation) -> bool:
     return True
 
 
-def _rewrite(op: Operation, node: torch.fx.Node, ops: dict[str, Operation]) -> Operation:
+def _rewrite(op: Operation, node: torch.fx.Node, ops: dict[torch.fx.Node, Operation]) -> Operation:
     """Replace `op` by one with the arguments of its rewritten node; returns that one."""
     from mind.dialects.pyobjects import to_attr
 
-    values = {n: ops[n.name].result for n in node.all_input_nodes}
+    values = {n: ops[n].result for n in node.all_input_nodes}
     new = Operation(
         op.name,
         list(to_attr(node.args, values)),

@@ -91,3 +91,19 @@ fx.graph @written {
 // CHECK-LABEL: fx.graph @written {
 // CHECK:         %fill_ = fx.call_method @fill_(%v, -inf)
 // CHECK-NEXT:    %sdpa = fx.call_function @torch._C._nn.scaled_dot_product_attention(%q, %q, %q) {attn_mask = %m}
+
+// -----
+
+// Names fx renames on export (`%input` is `input_1` there) are matched up by position.
+fx.graph @renamed {
+  %q = fx.placeholder @q : f32[2, 4, 8, 16][512, 128, 16, 1]cpu
+  %input = fx.call_function @torch.ones(8, 8) {dtype = @torch.bool} : b8[8, 8][8, 1]cpu
+  %sum = fx.call_function @torch._C._nn.scaled_dot_product_attention(%q, %q, %q) {attn_mask = %input} : f32[2, 4, 8, 16][512, 128, 16, 1]cpu
+  %list = fx.call_function @torch._C._nn.scaled_dot_product_attention(%sum, %sum, %sum) {attn_mask = %input} : f32[2, 4, 8, 16][512, 128, 16, 1]cpu
+  fx.output((%list,))
+}
+// CHECK-LABEL: fx.graph @renamed {
+// CHECK-NEXT:    %q = fx.placeholder @q
+// CHECK-NEXT:    %sum = fx.call_function @torch._C._nn.scaled_dot_product_attention(%q, %q, %q) :
+// CHECK-NEXT:    %list = fx.call_function @torch._C._nn.scaled_dot_product_attention(%sum, %sum, %sum) :
+// CHECK-NEXT:    fx.output((%list,))
