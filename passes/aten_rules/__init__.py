@@ -7,7 +7,7 @@ split (a convolution's bias) or apart (the foreach ops, each tensor's chain fuse
 torch: to-aten imports it when it builds its table. One module per family, each with its
 `RULES`."""
 
-from . import convolution, foreach, pooling, scatter
+from . import convolution, embedding, foreach, pooling, scatter
 
 #: op overload -> mind's rule
-RULES = {**convolution.RULES, **foreach.RULES, **pooling.RULES, **scatter.RULES}
+RULES = {**convolution.RULES, **embedding.RULES, **foreach.RULES, **pooling.RULES, **scatter.RULES}
