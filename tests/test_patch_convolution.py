@@ -1,7 +1,8 @@
 """A 16-bit convolution whose stride is its kernel (a patch embedding) is a matmul over the
-patches (passes/aten_rules/convolution.py): the rule equals the library's convolution and its
-backward, element for element and stride for stride; a patch embedding compiled by mind runs
-no convolution and matches eager; other convolutions stay the library's."""
+patches, and one with few input channels (a conv net's stem) a matmul over its windows
+(passes/aten_rules/convolution.py): the rules equal the library's convolution and its backward,
+element for element and stride for stride; a patch embedding and a stem compiled by mind run no
+convolution and match eager; other convolutions stay the library's."""
 
 from __future__ import annotations
 
@@ -42,38 +43,83 @@ def _case(name: str, dtype: torch.dtype = torch.bfloat16):
     return x, w, b, (list(kernel), [0] * rank, [1] * rank, False, [0] * rank, 1)
 
 
+#: few input channels: (image shape, kernel, stride, padding, bias, which is channels-last): a
+#: ResNet stem (7×7, stride 2, padding 3, 3 channels), 1-d with one channel, 3-d with uneven
+#: strides and paddings, a channels-last image
+WINDOW_CASES = {
+    "stem": ((2, 3, 20, 20), (7, 7), (2, 2), (3, 3), False, ""),
+    "1d-one-channel": ((2, 1, 30), (5,), (1,), (2,), True, ""),
+    "3d": ((1, 2, 6, 7, 5), (3, 3, 2), (1, 2, 1), (1, 0, 1), True, ""),
+    "stem-channels-last-image": ((2, 3, 11, 12), (3, 3), (2, 1), (1, 1), True, "x"),
+}
+
+
+def _window_case(name: str):
+    shape, kernel, stride, padding, bias, channels_last = WINDOW_CASES[name]
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=gen).bfloat16()
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    w = torch.randn(7, shape[1], *kernel, generator=gen).bfloat16()
+    b = torch.randn(7, generator=gen).bfloat16() if bias else None
+    rank = len(kernel)
+    return x, w, b, (list(stride), list(padding), [1] * rank, False, [0] * rank, 1)
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_the_rule_is_the_librarys_convolution(name):
-    x, w, b, args = _case(name)
+    _check_rule(*_case(name), input_grad=True, ulps=0)
+
+
+@pytest.mark.parametrize("name", WINDOW_CASES)
+def test_the_few_channel_rule_is_the_librarys_convolution(name):
+    """Forward and the weight's (and bias's) gradient; asked for the input's gradient too, the
+    backward is the library's."""
+    x, w, b, args = _window_case(name)
+    _check_rule(x, w, b, args, input_grad=False, ulps=1)
+    grad = aten.convolution(x, w, b, *args)
+    mask = [True, True, b is not None]
+    sizes = None if b is None else [7]
+    assert _convolution_backward(grad, x, w, sizes, *args, mask) is NotImplemented
+
+
+def _check_rule(x, w, b, args, input_grad: bool, ulps: int) -> None:
+    """The rule's results against the library's, within `ulps` bf16 units of the largest (the
+    sums of overlapping windows may round in another order)."""
+
+    def close(got, want):
+        tol = ulps * 2**-7 * want.abs().max().item()
+        torch.testing.assert_close(got, want, rtol=0, atol=tol)
+
     want, got = aten.convolution(x, w, b, *args), _convolution(x, w, b, *args)
-    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    close(got, want)
     assert got.stride() == want.stride()
     grad = torch.randn(want.shape, generator=torch.Generator().manual_seed(1)).to(want.dtype)
     sizes = None if b is None else [7]
-    mask = [True, True, b is not None]
+    mask = [input_grad, True, b is not None]
     wants = aten.convolution_backward(grad, x, w, sizes, *args, mask)
     gots = _convolution_backward(grad, x, w, sizes, *args, mask)
     for got, want in zip(gots, wants):
         assert (got is None) == (want is None)
         if want is not None:
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
+            close(got, want)
             assert got.stride() == want.stride()
 
 
-def test_what_is_no_patch_embedding_stays_the_librarys():
-    """fp32 (cuDNN may run it in TF32, a matmul would not), an overlapping stride, padding,
-    groups and a 1×1 kernel: the rule leaves the convolution to the library."""
+def test_what_is_no_patch_embedding_nor_few_channels_stays_the_librarys():
+    """fp32 (cuDNN may run it in TF32, a matmul would not), and with 8 input channels an
+    overlapping stride, padding, groups and a 1×1 kernel: the rules leave the convolution to the
+    library."""
     x, w, _, args = _case("2d", torch.float32)
-    x16, w16 = x.bfloat16(), w.bfloat16()
+    x16, w16 = x.repeat(1, 3, 1, 1)[:, :8].bfloat16(), w.repeat(1, 3, 1, 1)[:, :8].bfloat16()
     overlapping = ([2, 2], *args[1:])
     padded = (args[0], [1, 1], *args[2:])
-    grouped = (*args[:-1], 3)
     pointwise = ([1, 1], *args[1:])
     for image, weight, conv in [
         (x, w, args),
         (x16, w16, overlapping),
         (x16, w16, padded),
-        (x16, w16.view(21, 1, 4, 4), grouped),
+        (x16, w16.reshape(28, 2, 4, 4), (*args[:-1], 4)),
         (x16, w16[:, :, :1, :1], pointwise),
     ]:
         assert _convolution(image, weight, None, *conv) is NotImplemented
@@ -152,3 +198,39 @@ def test_a_patch_embedding_under_dynamic_shapes_trains_and_matches_eager():
         scale = net.proj.weight.grad.abs().max().item()
         torch.testing.assert_close(grad, net.proj.weight.grad, rtol=2e-2, atol=2e-2 * scale)
         net.zero_grad(set_to_none=True)
+
+
+class Stem(nn.Module):
+    """A ResNet's stem: a 7×7 convolution of stride 2 over the 3-channel image, batch norm,
+    ReLU, max pooling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 7, 2, 3, bias=False)
+        self.norm = nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.max_pool2d(self.norm(self.conv(x)).relu(), 3, 2, 1)
+
+
+@pytest.mark.usefixtures("isolated_runtime")
+def test_a_stem_trains_as_matmuls_and_matches_eager(tmp_path, monkeypatch):
+    """The image needs no gradient, so neither pass runs a convolution."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    net = Stem().bfloat16()
+    ref = Stem().bfloat16()
+    ref.load_state_dict(net.state_dict())
+    x = torch.randn(2, 3, 30, 30).bfloat16()
+    with no_fallback():
+        got = torch.compile(net, backend="mind")(x)
+    want = ref(x)
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+    _loss(got).backward()
+    _loss(want).backward()
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=2e-2, atol=2e-2 * q.grad.abs().max().item())
+    forward = (tmp_path / "graph0_forward.00.aten").read_text()
+    backward = (tmp_path / "graph0_backward.00.aten").read_text()
+    assert "aten.unfold.default" in forward and "convolution" not in forward
+    assert "aten.mm.default" in backward and "convolution" not in backward

@@ -10,6 +10,16 @@
   an fp32 convolution may run in TF32 (`torch.backends.cudnn.allow_tf32`, on by default) where a
   matmul would not, so fp32 stays the library's, as eager runs it. A 1×1 convolution is left to
   the library too (the channels-last pass lays out the nets that have them).
+- **Few input channels** (a conv net's stem: ResNet's 7×7 convolution of the 3-channel image):
+  cuDNN's tensor-core kernels take channels in multiples of 8, so a 3-channel image is padded to 8
+  channels and convolved by a slow kernel: on an H100, ResNet's bf16 stem (32 images of 224×224
+  into 64 channels, stride 2) took 197 µs of a 593 µs forward, and its weight gradient 119 µs.
+  Where the input channels are not a multiple of 8 and a window holds at most WINDOW_MAX
+  elements, the windows are gathered as rows (padded, unfolded: overlapping windows are copied
+  again) and the convolution is one matmul over them, as for patches. The weight's gradient is
+  the matmul of the output's gradient with the same rows. The input's gradient, where asked for
+  (a stem's image asks for none), stays the library's: it would be a scatter of overlapping
+  windows.
 - **Bias:** otherwise the bias is peeled off, as Inductor's lowering does on GPUs: the library
   convolution runs without it, and the bias is a broadcast add that fuses into the pointwise or
   normalization kernel that reads the convolution's output. cuDNN adds a bias in a kernel of its
@@ -28,6 +38,11 @@ from torch._prims_common import suggest_memory_format
 
 aten = torch.ops.aten
 
+#: the most elements a window of a few-channel convolution holds (a row of the matmul's K)
+WINDOW_MAX = 1024
+#: a row of windows is padded to a multiple of this many 16-bit elements (16 bytes)
+ROW_ALIGN = 8
+
 
 def _convolution(
     x: torch.Tensor,
@@ -42,6 +57,8 @@ def _convolution(
 ):
     if _is_patches(x, weight, stride, padding, dilation, transposed, groups):
         return _patch_convolution(x, weight, bias)
+    if _is_few_channels(x, weight, dilation, transposed, groups):
+        return _window_convolution(x, weight, bias, stride, padding)
     if bias is None:
         return NotImplemented
     out = aten.convolution.default(
@@ -63,21 +80,28 @@ def _convolution_backward(
     groups: int,
     output_mask: Sequence[bool],
 ):
-    if not _is_patches(x, weight, stride, padding, dilation, transposed, groups):
+    if _is_patches(x, weight, stride, padding, dilation, transposed, groups):
+        rows = _patches(x, weight)
+    elif _is_few_channels(x, weight, dilation, transposed, groups) and not output_mask[0]:
+        rows = _windows(x, weight, stride, padding)
+    else:
         return NotImplemented
     rank, channels = weight.dim() - 2, weight.shape[0]
-    grads = grad.permute(0, *range(2, rank + 2), 1).reshape(-1, channels)  # [patches, O]
+    grads = grad.permute(0, *range(2, rank + 2), 1).reshape(-1, channels)  # [windows, O]
     flat = weight.reshape(channels, -1)
     grad_x = _from_patches(aten.mm(grads, flat), x, weight) if output_mask[0] else None
-    grad_w = _weight_grad(grads, x, weight) if output_mask[1] else None
+    grad_w = _weight_grad(grads, rows, x, weight) if output_mask[1] else None
     grad_b = grads.sum(0) if output_mask[2] else None
     return grad_x, grad_w, grad_b
 
 
-def _weight_grad(grads: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """The gradients [patches, O] times the patches, laid out as the library's."""
-    grad = aten.mm(grads.t(), _patches(x, weight)).view(weight.shape)
-    return grad.contiguous(memory_format=_layout(x, weight))
+def _weight_grad(
+    grads: torch.Tensor, rows: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
+) -> torch.Tensor:
+    """The gradients [windows, O] times the windows' rows (less their padding columns), laid
+    out as the library's."""
+    grad = aten.mm(grads.t(), rows)[:, : math.prod(weight.shape[1:])]
+    return grad.reshape(weight.shape).contiguous(memory_format=_layout(x, weight))
 
 
 def _is_patches(x, weight, stride, padding, dilation, transposed, groups) -> bool:
@@ -96,14 +120,68 @@ def _is_patches(x, weight, stride, padding, dilation, transposed, groups) -> boo
     )
 
 
+def _is_few_channels(x, weight, dilation, transposed, groups) -> bool:
+    """Whether the convolution's input has too few channels for the library's tensor-core
+    kernels (not a multiple of 8) and windows small enough to gather as rows."""
+    channels, kernel = weight.shape[1], weight.shape[2:]
+    return (
+        not transposed
+        and groups == 1
+        and x.dim() == weight.dim()
+        and x.dtype == weight.dtype
+        and x.dtype in (torch.bfloat16, torch.float16)
+        and channels % 8 != 0
+        and 1 < math.prod(kernel)
+        and channels * math.prod(kernel) <= WINDOW_MAX
+        and all(d == 1 for d in dilation)
+    )
+
+
 def _patch_convolution(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
     """[N, C, *S] into [N, O, *(S // K)]: the patches as rows, times the flattened weight."""
+    return _rows_convolution(_patches(x, weight), x, weight, bias, _grid(x, weight))
+
+
+def _window_convolution(x, weight, bias, stride, padding):
+    """[N, C, *S] into [N, O, *grid]: the windows as rows, times the flattened weight."""
+    rows = _windows(x, weight, stride, padding)
+    return _rows_convolution(rows, x, weight, bias, _window_grid(x, weight, stride, padding))
+
+
+def _rows_convolution(rows, x, weight, bias, grid: Sequence) -> torch.Tensor:
+    """The rows [N * prod(grid), C * prod(K)] times the flattened weight, as [N, O, *grid] laid
+    out as the library's."""
     channels, rank = weight.shape[0], weight.dim() - 2
-    rows, flat = _patches(x, weight), weight.reshape(channels, -1).t()
+    flat = weight.reshape(channels, -1)
+    if rows.shape[1] > flat.shape[1]:  # the rows' padding columns meet zeros
+        flat = aten.constant_pad_nd(flat, [0, rows.shape[1] - flat.shape[1]])
+    flat = flat.t()
     out = aten.mm(rows, flat) if bias is None else aten.addmm(bias, rows, flat)
-    out = out.view(x.shape[0], *_grid(x, weight), channels)
+    out = out.view(x.shape[0], *grid, channels)
     layout = _layout(x, weight)
     return out.permute(0, rank + 1, *range(1, rank + 1)).contiguous(memory_format=layout)
+
+
+def _windows(x: torch.Tensor, weight: torch.Tensor, stride, padding) -> torch.Tensor:
+    """[N, C, *S] as [N * prod(grid), C * prod(K)]: each window of the zero-padded input a row,
+    its elements in the weight's order (channel, then each kernel dim), and zero columns up to a
+    multiple of ROW_ALIGN (cuBLAS's fast kernels read rows at 16-byte steps: ResNet's stem
+    rows are 147 elements)."""
+    rank, kernel = weight.dim() - 2, weight.shape[2:]
+    if any(padding):
+        x = aten.constant_pad_nd(x, [p for pad in reversed(padding) for p in (pad, pad)])
+    for dim, (k, step) in enumerate(zip(kernel, stride)):
+        x = x.unfold(2 + dim, k, step)  # [N, C, *grid, *K]
+    order = (0, *range(2, rank + 2), 1, *range(rank + 2, 2 * rank + 2))
+    width = x.shape[1] * math.prod(kernel)
+    rows = x.permute(order).reshape(-1, width)
+    return aten.constant_pad_nd(rows, [0, -width % ROW_ALIGN]) if width % ROW_ALIGN else rows
+
+
+def _window_grid(x: torch.Tensor, weight: torch.Tensor, stride, padding) -> list:
+    """The number of windows along each spatial dim."""
+    sizes = zip(x.shape[2:], weight.shape[2:], stride, padding)
+    return [(size + 2 * pad - k) // step + 1 for size, k, step, pad in sizes]
 
 
 def _patches(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
