@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass
 
 from mind.analysis.layouts import strides_in_order
+from mind.ir.attributes import PyRef
 from mind.ir.core import Operation, Value, fresh_name
 from mind.ir.symbols import IntLike
 from mind.ir.types import TensorType
@@ -80,6 +81,10 @@ LAYOUT_BOUND = (
     "aten.as_strided_scatter.default",
     "aten.as_strided_copy.default",
 )
+#: clone's memory formats: the one a traced copy of a convolution's result asks for, and the one
+#: that keeps its operand's layout
+CONTIGUOUS_FORMAT = PyRef("torch.contiguous_format")
+PRESERVE_FORMAT = PyRef("torch.preserve_format")
 #: ops run on fake tensors as another op: a view of a layout that cannot be viewed reshapes (the
 #: loops dialect views by position, whatever the layout)
 FAKE_AS = {
@@ -193,6 +198,22 @@ def _flops(op: Operation) -> int:
     return math.prod(image.shape) * math.prod(op.args[conv.weight].type.shape[1:])
 
 
+def _contiguous_clone_of_channels_last(op: Operation) -> bool:
+    """Whether `op` copies a channels-last image into a contiguous one: a convolution that
+    mind's rules compute as a matmul (aten_rules/convolution.py) gives its result channels-last
+    as the matmul lays it out, then contiguous as the library would for a contiguous image. Where
+    the graph goes channels-last, the copy keeps the matmul's layout instead."""
+    if op.name != "aten.clone.default" or op.attrs.get("memory_format") != CONTIGUOUS_FORMAT:
+        return False
+    t = op.args[0].type if isinstance(op.args[0], Value) else None
+    if not isinstance(t, TensorType) or t.rank not in (4, 5) or t.strides is None:
+        return False
+    nhwc = channels_last_strides(t.shape)
+    return same_layout(t.shape, t.strides, nhwc) and not same_layout(
+        t.shape, t.strides, strides_in_order(t.shape, list(range(t.rank - 1, -1, -1)))
+    )
+
+
 def channels_last_strides(shape: tuple[IntLike, ...]) -> Strides:
     """NHWC (NDHWC) strides of an N, C, *spatial shape: C innermost, then the spatial dims from
     the last, then N (torch's channels_last / channels_last_3d)."""
@@ -224,6 +245,10 @@ class Relayout:
         for op in list(self.block.ops):
             if op.name == "aten.output":
                 self._fix_outputs(op)
+                continue
+            if channels_last and _contiguous_clone_of_channels_last(op):
+                op.set_attr("memory_format", PRESERVE_FORMAT)
+                self._retype(op)
                 continue
             conv = _conv(op) if channels_last else None
             for pos in conv.channels_last if conv is not None else ():
