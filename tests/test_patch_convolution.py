@@ -127,6 +127,12 @@ def test_what_is_no_patch_embedding_nor_few_channels_stays_the_librarys():
         mask = [True, True, False]
         assert _convolution_backward(grad, image, weight, None, *conv, mask) is NotImplemented
     assert _convolution(x16, w16, None, *args) is not NotImplemented
+    # windows of 3 channels too many to gather (2^28 elements): the library's
+    huge = torch.empty(64, 3, 1024, 1024, dtype=torch.bfloat16, device="meta")
+    stem = torch.empty(8, 3, 7, 7, dtype=torch.bfloat16, device="meta")
+    stem_args = ([2, 2], [3, 3], [1, 1], False, [0, 0], 1)
+    assert _convolution(huge, stem, None, *stem_args) is NotImplemented
+    assert _convolution(huge[:4], stem, None, *stem_args) is not NotImplemented
 
 
 def _loss(out: torch.Tensor) -> torch.Tensor:

@@ -7,8 +7,8 @@ split (a convolution's bias), apart (the foreach ops, each tensor's chain fused)
 convolution of patches, or of few input channels), or over fewer rows (a 16-bit embedding's
 gradient: the one rule here that replaces torch's own, with the same sums and rounding, and
 hands the cases it does not speed up back to torch's). A package (as `lowerings/`), so that
-importing the passes loads no torch: to-aten imports it when it builds its table. One module per family, each with its
-`RULES`."""
+importing the passes loads no torch: to-aten imports it when it builds its table. One module per
+family, each with its `RULES`."""
 
 from . import convolution, embedding, foreach, pooling, scatter
 
