@@ -142,6 +142,14 @@ def _loss(out: torch.Tensor) -> torch.Tensor:
     return (out.float() * weights).sum()
 
 
+def _twins(module: type[nn.Module]) -> tuple[nn.Module, nn.Module]:
+    """Two bf16 modules with the same random weights: one to compile, one to run eagerly."""
+    torch.manual_seed(0)
+    net, ref = module().bfloat16(), module().bfloat16()
+    ref.load_state_dict(net.state_dict())
+    return net, ref
+
+
 class PatchEmbedding(nn.Module):
     """A ViT's patch embedding: patches, a class token before them, a layer norm."""
 
@@ -159,10 +167,7 @@ class PatchEmbedding(nn.Module):
 @pytest.mark.usefixtures("isolated_runtime")
 def test_a_patch_embedding_trains_as_matmuls_and_matches_eager(tmp_path, monkeypatch):
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
-    torch.manual_seed(0)
-    net = PatchEmbedding().bfloat16()
-    ref = PatchEmbedding().bfloat16()
-    ref.load_state_dict(net.state_dict())
+    net, ref = _twins(PatchEmbedding)
     x = torch.randn(2, 3, 10, 10).bfloat16()  # a tail of 2 rows and columns, dropped
     xs = [x.clone().requires_grad_() for _ in range(2)]
     with no_fallback():
@@ -223,10 +228,7 @@ class Stem(nn.Module):
 def test_a_stem_trains_as_matmuls_and_matches_eager(tmp_path, monkeypatch):
     """The image needs no gradient, so neither pass runs a convolution."""
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
-    torch.manual_seed(0)
-    net = Stem().bfloat16()
-    ref = Stem().bfloat16()
-    ref.load_state_dict(net.state_dict())
+    net, ref = _twins(Stem)
     x = torch.randn(2, 3, 30, 30).bfloat16()
     with no_fallback():
         got = torch.compile(net, backend="mind")(x)

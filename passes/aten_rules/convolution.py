@@ -112,19 +112,26 @@ def _weight_grad(
     return grad.reshape(weight.shape).contiguous(memory_format=_layout(x, weight))
 
 
-def _is_patches(x, weight, stride, padding, dilation, transposed, groups) -> bool:
-    """Whether the convolution is a matmul over patches that neither overlap nor skip."""
-    kernel = list(weight.shape[2:])
+def _is_matmul_like(x, weight, dilation, transposed, groups) -> bool:
+    """What both matmul rules ask: a 16-bit convolution of a batch, without transposition,
+    groups or dilation, over windows of more than one element."""
     return (
         not transposed
         and groups == 1
         and x.dim() == weight.dim()
         and x.dtype == weight.dtype
         and x.dtype in (torch.bfloat16, torch.float16)
-        and math.prod(kernel) > 1
-        and list(stride) == kernel
-        and not any(padding)
+        and math.prod(weight.shape[2:]) > 1
         and all(d == 1 for d in dilation)
+    )
+
+
+def _is_patches(x, weight, stride, padding, dilation, transposed, groups) -> bool:
+    """Whether the convolution is a matmul over patches that neither overlap nor skip."""
+    return (
+        _is_matmul_like(x, weight, dilation, transposed, groups)
+        and list(stride) == list(weight.shape[2:])
+        and not any(padding)
     )
 
 
@@ -132,18 +139,11 @@ def _is_few_channels(x, weight, stride, padding, dilation, transposed, groups) -
     """Whether the convolution's input has too few channels for the library's tensor-core
     kernels (not a multiple of 8), with windows small enough, and few enough, to gather as rows
     (a guard where the sizes are symbols)."""
-    channels, kernel = weight.shape[1], weight.shape[2:]
-    width = channels * math.prod(kernel)
+    width = math.prod(weight.shape[1:])
     return (
-        not transposed
-        and groups == 1
-        and x.dim() == weight.dim()
-        and x.dtype == weight.dtype
-        and x.dtype in (torch.bfloat16, torch.float16)
-        and channels % 8 != 0
-        and 1 < math.prod(kernel)
+        _is_matmul_like(x, weight, dilation, transposed, groups)
+        and weight.shape[1] % 8 != 0
         and width <= WINDOW_MAX
-        and all(d == 1 for d in dilation)
         and guard_or_false(
             x.shape[0] * math.prod(_window_grid(x, weight, stride, padding)) * width <= ROWS_MAX
         )
