@@ -1,8 +1,9 @@
 """A 16-bit convolution whose stride is its kernel (a patch embedding) is a matmul over the
 patches, and one with few input channels (a conv net's stem) a matmul over its windows
 (passes/aten_rules/convolution.py): the rules equal the library's convolution and its backward,
-element for element and stride for stride; a patch embedding and a stem compiled by mind run no
-convolution and match eager; other convolutions stay the library's."""
+element for element (within a bf16 unit where windows overlap) and stride for stride; a patch
+embedding and a stem compiled by mind run no convolution and match eager; other convolutions
+stay the library's."""
 
 from __future__ import annotations
 
