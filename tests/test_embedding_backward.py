@@ -1,8 +1,9 @@
 """mind's rule for a 16-bit embedding table's gradient (passes/aten_rules/embedding.py): its sums
 are in f32 over the rows the indices touch, and each is rounded once, as in torch's rule, which
-sums into an f32 table as large as the embedding. Run as a function, and compiled by mind (on the
-CPU through Triton's interpreter, and on CUDA), it gives the reference's bits: the f32 sums of
-the kept indices' rows, rounded. (Eager's CPU kernel sums in bf16 and is not the reference.)"""
+sums into an f32 table as large as the embedding. Run as a function, and compiled by mind on the
+CPU (Triton's interpreter), it gives the reference's bits: the f32 sums of the kept indices'
+rows, rounded; on CUDA, up to the order of its atomic adds. (Eager's CPU kernel sums in bf16 and
+is not the reference.)"""
 
 from __future__ import annotations
 
