@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import operator
 import threading
+import traceback
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -302,10 +303,8 @@ def _rejection(exc: Exception) -> bool:
     refuse it, with a plain RuntimeError before FakeTensorDeviceMismatchError came)."""
     if isinstance(exc, IndexError | TypeError):
         return True
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code is torch._check_with.__code__
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    return bool(frames) and frames[-1].f_code is torch._check_with.__code__
 
 
 class AtenOutput(Output):

@@ -8,9 +8,10 @@ stays, and SDPA with a mask takes a slower kernel: one that reads a bias, or the
 decomposition (two bmm and a softmax, bf16 upcast to f32) for a mask of broadcast strides.
 
 This pass runs the mask's subgraph once, at compile time, where it reads no graph input,
-parameter or random number, and nothing writes its tensors in place. A mask that keeps every score (all true, or all zero if additive)
-goes. A mask that is the causal triangle becomes `is_causal=True`. Both rewrites are exact, and
-SDPA can then choose flash attention, as eager does. Any other mask stays as it is.
+parameter or random number, and nothing writes its tensors in place. A mask that keeps every
+score (all true, or all zero if additive) goes. A mask that is the causal triangle becomes
+`is_causal=True`. Both rewrites are exact, and SDPA can then choose flash attention, as eager
+does. Any other mask stays as it is.
 
 It works on Dynamo's fx graph, before AOTAutograd decomposes SDPA: the backend runs it on the
 GraphModule it gets, and `mind-opt --pass=attention-masks` on fx IR text."""
@@ -283,7 +284,8 @@ def _unseeded():
 
 @dataclass(frozen=True)
 class AttentionMasks(GraphPass, name="attention-masks", input="fx"):
-    """Evaluate attention masks that no input changes: drop an all-true one, make the causal triangle is_causal."""
+    """Evaluate attention masks that no input changes: drop an all-true one, make the causal
+    triangle is_causal."""
 
     def run_graph(self, graph: Operation) -> None:
         from mind.dialects import fx

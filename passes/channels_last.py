@@ -42,7 +42,7 @@ from mind.analysis.layouts import strides_in_order
 from mind.ir.attributes import PyRef
 from mind.ir.core import Operation, Value, fresh_name
 from mind.ir.symbols import IntLike
-from mind.ir.types import TensorType
+from mind.ir.types import TensorType, contiguous_strides
 
 from .manager import GraphPass, option
 from .realize import same_layout
@@ -210,7 +210,7 @@ def _contiguous_clone_of_channels_last(op: Operation) -> bool:
         return False
     nhwc = channels_last_strides(t.shape)
     return same_layout(t.shape, t.strides, nhwc) and not same_layout(
-        t.shape, t.strides, strides_in_order(t.shape, list(range(t.rank - 1, -1, -1)))
+        t.shape, t.strides, contiguous_strides(t.shape)
     )
 
 
