@@ -38,6 +38,9 @@ class ScalarOp:
     divides: bool = False
     #: the dtypes its operands may be (`TAKES`), where not all
     takes: str = "any"
+    #: a libdevice routine of tens of instructions (trig, erf, pow, special functions), not a
+    #: hardware approximation (exp, log, sqrt): worth a load to avoid computing again
+    costly: bool = False
 
 
 def _rows(names: str, arity: int, result: dt.DType | None = None) -> list[ScalarOp]:
@@ -122,6 +125,11 @@ _TRITON: dict[str, str] = {
 
 #: ops whose integer form raises ZeroDivisionError on a zero divisor (CPU eager)
 _DIVIDES = "floordiv mod remainder fmod".split()
+#: ops that cost a libdevice routine of tens of instructions on a GPU (`ScalarOp.costly`)
+_COSTLY = (
+    "expm1 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc "
+    "erfinv erfcx lgamma i0 i1 j0 j1 y0 y1 pow atan2 hypot"
+).split()
 
 #: the dtypes an op's operands may be, by name: what Triton compiles it for
 TAKES: dict[str, tuple[dt.DType, ...] | None] = {
@@ -157,6 +165,7 @@ SCALAR_OPS: dict[str, ScalarOp] = {
         _TRITON[r.name],
         r.name in _DIVIDES,
         _TAKES.get(r.name, r.takes),
+        r.name in _COSTLY,
     )
     for r in _ROWS
 }

@@ -3,10 +3,15 @@
 Not realizing a node means every consumer recomputes it; realizing it costs a write and a read.
 Like Inductor, realize graph outputs, reductions (and scans, sorts), inputs of extern and
 fallback calls, nodes reused by several consumers whose bodies read a lot, and nodes whose
-inlined bodies have grown too many reads or ops. A view feeding an extern call or a graph output is passed as its buffer
-reinterpreted (`loops.reinterpret`, Inductor's ReinterpretView) when it reads that buffer at
-`offset + sum(stride_i * p_i)` with the strides needed there, and copied into a buffer otherwise.
-Graph outputs and the arguments of ATen calls take the strides the aten graph gave them (callers
+inlined bodies have grown too many reads or ops. Unlike Inductor, also realize a node that
+computes a costly op (a libdevice routine: trig, erf, pow) which its consumers would compute many
+times over per element: a rotary embedding's cos and sin tables, broadcast over batch and heads
+in every layer, are computed once, not once per element of every query and key.
+
+A view feeding an extern call or a graph output is passed as its buffer reinterpreted
+(`loops.reinterpret`, Inductor's ReinterpretView) when it reads that buffer at `offset +
+sum(stride_i * p_i)` with the strides needed there, and copied into a buffer otherwise. Graph
+outputs and the arguments of ATen calls take the strides the aten graph gave them (callers
 such as a backward graph assert them; a call's results are laid out after its arguments), as
 Inductor freezes the layouts of outputs and extern inputs. A node realized for another reason
 (a reduction, a reused node) takes the order its reads step memory (analysis/layouts.py), as
@@ -18,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from mind.analysis.deps import product, size_hint
 from mind.analysis.layouts import read_strides
 from mind.analysis.loops import (
     base_of,
@@ -38,6 +44,7 @@ from mind.dialects.loops import (
     LoopsCall,
     LoopsOutput,
     Pointwise,
+    Reduction,
     Scan,
     Scatter,
     Sort,
@@ -46,6 +53,7 @@ from mind.dialects.loops import (
     is_buffer,
     is_realized,
 )
+from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.ir.core import Block, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike
@@ -70,6 +78,7 @@ class Cost:
 
     reads: int
     ops: int
+    costly: int  # ops that are libdevice routines (`ScalarOp.costly`)
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,11 @@ class Realize(GraphPass, name="realize", input="loops"):
         8, "realize a node whose body (its producers inlined) loads more than this"
     )
     max_body_ops: int = option(64, "realize a node whose inlined body has more ops than this")
+    recompute_factor: int = option(
+        4,
+        "realize a node whose inlined body has a costly op (trig, erf, pow) when its consumers "
+        "would compute it more than this many times its size",
+    )
 
     def run_graph(self, graph: Operation) -> None:
         realize_graph(graph, self)
@@ -329,11 +343,14 @@ def _choose(block: Block, opts: Realize) -> list[Operation]:
         if not isinstance(node, Pointwise) or is_realized(node):
             continue
         cost = costs[node] = _cost(node, chosen, costs)
-        reused = len(consumers(node.result, block)) > 1 and cost.reads > opts.reads_threshold
+        users = consumers(node.result, block)
+        reused = len(users) > 1 and cost.reads > opts.reads_threshold
+        broadcast = cost.costly and _recomputed(node, users) > opts.recompute_factor
         if (
             isinstance(node, ROW_NODES)
             or node in forced
             or reused
+            or broadcast
             or cost.reads > opts.acc_reads_threshold
             or cost.ops > opts.max_body_ops
         ):
@@ -342,7 +359,7 @@ def _choose(block: Block, opts: Realize) -> list[Operation]:
 
 
 def _cost(node: Operation, chosen: set[Operation], costs: dict[Operation, Cost]) -> Cost:
-    reads = ops = 0
+    reads = ops = costly = 0
     for op in node.body.ops:
         if isinstance(op, Yield):
             continue
@@ -351,10 +368,33 @@ def _cost(node: Operation, chosen: set[Operation], costs: dict[Operation, Cost])
         if src in costs and src not in chosen:  # an unrealized node: its body is inlined here
             reads += costs[src].reads
             ops += costs[src].ops
+            costly += costs[src].costly
         else:
             reads += int(is_load)
             ops += 1
-    return Cost(reads, ops)
+            costly += int(op.kind in SCALAR_OPS and SCALAR_OPS[op.kind].costly)
+    return Cost(reads, ops, costly)
+
+
+def _recomputed(node: Operation, users: set[Operation]) -> float:
+    """How many times over its size the nodes that would inline `node` compute it: once per
+    element they compute (per reduced element, for a reduction) and load of it. Symbolic sizes
+    count at their size hint."""
+    loads = sum(
+        _evaluations(user)
+        * sum(1 for ld in body_ops(user, Load) if base_of(ld.source) is node.result)
+        for user in users
+        if isinstance(user, Pointwise)
+    )
+    return loads / max(_evaluations(node), 1)
+
+
+def _evaluations(node: Operation) -> int:
+    """The elements a node's body is computed for."""
+    sizes = list(node.result.type.shape)
+    if isinstance(node, Reduction):
+        sizes += node.reduction_ranges
+    return size_hint(product(sizes))
 
 
 def _name_buffers(block: Block) -> None:

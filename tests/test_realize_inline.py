@@ -22,13 +22,14 @@ import mind
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from programs import PROGRAMS  # noqa: E402
+from programs import PROGRAMS, no_fallback  # noqa: E402
 
 #: lit inputs and the realize options their RUN lines use
 LIT_FILES = {
     "realize/rules.loops": "realize",
     "realize/options.loops": "realize{max-body-ops=4,reads-threshold=1}",
     "realize/fixed_layouts.loops": "realize",
+    "realize/costly.loops": "realize",
     "inline/inline.loops": "realize",
     "inline/seed.loops": "realize",
 }
@@ -113,6 +114,36 @@ def test_seed_from_capture():
     assert node.attrs["origins"] == ["add", "mul", "relu", "sum"]
     assert SEED_INLINED_BODY in print_module(out)
     assert output.values == (node.result,)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rotary(q, k, positions, inv_freq):
+    """A rotary embedding as transformers writes it: cos and sin tables of (positions, head
+    dim), broadcast over batch and heads."""
+    freqs = positions[:, None].float() * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(q.dtype), emb.sin().to(q.dtype)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def test_rotary_tables_are_computed_once(tmp_path, monkeypatch):
+    """The cos and sin tables are computed once, not in every element of the query and the key
+    (realize's costly-and-broadcast rule), and the results agree with eager's."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 16, 8, generator=gen)
+    k = torch.randn(2, 2, 16, 8, generator=gen)
+    positions, inv_freq = torch.arange(16), 1.0 / 10000 ** (torch.arange(0, 8, 2) / 8)
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    with no_fallback():
+        got = torch.compile(rotary, backend="mind")(q, k, positions, inv_freq)
+    for g, want in zip(got, rotary(q, k, positions, inv_freq), strict=True):
+        torch.testing.assert_close(g, want)
+    (source,) = [p.read_text() for p in tmp_path.glob("*.py")]
+    assert source.count("tl.cos(") == 1 and source.count("tl.sin(") == 1
 
 
 def test_realize_option_errors():
