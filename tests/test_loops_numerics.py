@@ -101,6 +101,11 @@ PROGRAMS: list[Program] = [
         "pow", lambda a, c: (a.pow(2), a.pow(c), torch.pow(2.0, a), a**0.5), (pos(4, 8), f(4, 8))
     ),
     Program(
+        "integer_powers",
+        lambda a: (a.pow(1.0), a.pow(5), a.pow(-2.0), a.pow(0), a.pow(31.0), a.pow(32.0)),
+        (f(4, 8),),
+    ),
+    Program(
         "bf16",
         lambda x, y: (x * y + 1, x.exp(), x > y),
         (f(4, 8, dtype=torch.bfloat16), f(4, 8, dtype=torch.bfloat16)),

@@ -196,42 +196,50 @@ def clamp(ctx, x, lo=None, hi=None):
     return ctx.pointwise(out.dtype, out.shape, body)
 
 
-#: exponents computed without pow (Inductor does the same): x**2 as x*x, x**0.5 as sqrt(x)
-_POW_BY_EXPONENT: dict[float, ScalarFn] = {
-    2: lambda b, x: b.mul(x, x),
-    3: lambda b, x: b.mul(b.mul(x, x), x),
-    0.5: lambda b, x: b.sqrt(x),
-    -1: lambda b, x: b.reciprocal(x),
-}
+#: integer exponents of a float whose power is computed by multiplications, under this in
+#: magnitude (Inductor's bound): libdevice's pow costs tens of instructions, and `pow(x, 1.0)`
+#: (the derivative of `x**2`) is `x`
+MULTIPLIED_POWERS = 32
 
 
-def _pow_by_squaring(exponent: int) -> ScalarFn:
-    """x**exponent by multiplications (Inductor's pow_recursive), for an integer x: Triton's
-    pow takes floats only."""
+def _integer_power(exponent: int) -> ScalarFn:
+    """x**exponent by multiplications (Inductor's pow_recursive): the reciprocal of the power
+    for a negative exponent (a float's only: the lowering raises for an integer's)."""
 
     def fn(b, x):
-        if exponent == 0:
-            return b.constant(1, x.type.dtype)
-        half = _pow_by_squaring(exponent // 2)(b, x)
+        if exponent < 0:
+            return b.reciprocal(_integer_power(-exponent)(b, x))
+        if exponent <= 1:
+            return x if exponent else b.constant(1, x.type.dtype)
+        half = _integer_power(exponent // 2)(b, x)
         square = b.mul(half, half)
         return b.mul(square, x) if exponent % 2 else square
 
     return fn
 
 
+def _multiplied(exponent: object, floating: bool) -> bool:
+    """Whether a number exponent's power is computed by multiplications: an integer one, under
+    MULTIPLIED_POWERS in magnitude for a float (every non-negative one for an integer: Triton's
+    pow takes floats only)."""
+    if not isinstance(exponent, int | float) or not float(exponent).is_integer():
+        return False
+    return abs(exponent) < MULTIPLIED_POWERS if floating else exponent >= 0
+
+
 @register_lowering(aten.pow, number_self=True)
 def pow_(ctx, x, exponent):
-    """As Inductor: small and integer exponents by multiplications, a float pow otherwise; an
-    integer power of a tensor exponent, or a negative one, runs in ATen (which raises where
-    eager does: no negative integer powers)."""
+    """As Inductor: integer exponents by multiplications, 0.5 as a square root, a float pow
+    otherwise; an integer power of a tensor exponent, or a negative one, runs in ATen (which
+    raises where eager does: no negative integer powers)."""
     compute = promote([x, exponent], KIND.BOOL_TO_LONG)
-    special = _POW_BY_EXPONENT.get(exponent) if not is_tensor(exponent) else None
-    if special is not None and (compute.is_floating_point or exponent not in (0.5, -1)):
-        return elementwise(ctx, [x], compute, special)
-    if compute.is_floating_point:
+    floating = compute.is_floating_point
+    if not is_tensor(exponent) and _multiplied(exponent, floating):
+        return elementwise(ctx, [x], compute, _integer_power(int(exponent)))
+    if not is_tensor(exponent) and floating and exponent == 0.5:
+        return elementwise(ctx, [x], compute, lambda b, v: b.sqrt(v))
+    if floating:
         return elementwise(ctx, [x, exponent], compute, _op("pow"))
-    if is_tensor(x) and isinstance(exponent, int) and exponent >= 0:
-        return elementwise(ctx, [x], compute, _pow_by_squaring(exponent))
     raise Unsupported("an integer power of a tensor exponent or a negative one")
 
 
