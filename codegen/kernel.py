@@ -80,6 +80,8 @@ class KernelBuilder:
         self.eviction: str | None = None  # the cache policy of loads in the loop being built
         self.value_groups: dict[Value, frozenset[Group]] = {}
         self.subs: dict[sympy.Symbol, sympy.Expr] = {}
+        #: a group's flat index by name (xindex) -> its vars stepped as it steps (152*x0 + x1)
+        self.flat: dict[str, sympy.Expr] = {}
         self._name_vars()
         args, self.launch_args, self.ptrs = self._signature(buffers)
         attrs = {
@@ -170,11 +172,13 @@ class KernelBuilder:
     def index(self, scope: Scope, expr, indirect=(), dtype=None) -> Value:
         """A flat index over p vars as a `triton.index` over this scope's vars (reused when the
         same expression was built in this scope)."""
-        expr = self.in_scope(expr)
+        expr = self.flat_indexed(scope, self.in_scope(expr))
         binds = {}
         for s in sorted(expr.free_symbols, key=str):
             if s.name in scope.vars:
                 binds[s.name] = scope.vars[s.name]
+            elif s.name in self.flat:
+                binds[s.name] = scope.indices[s.name]
             elif (
                 s.name.startswith("i") and s.name[1:].isdigit() and int(s.name[1:]) < len(indirect)
             ):
@@ -193,6 +197,17 @@ class KernelBuilder:
             value = self.emit(scope, "index", [as_int_like(expr), binds], dtype, shape)
             scope.indices[key] = self.track(value, binds)
         return scope.indices[key]
+
+    def flat_indexed(self, scope: Scope, expr: sympy.Expr) -> sympy.Expr:
+        """`expr` with the vars of a group that it steps as the group's flat index does written
+        as that index (`xindex + 32`, not `152*x0 + x1 + 32`): equal, and what Triton's axis
+        analysis sees contiguous, so that the access is vectorized."""
+        for name, linear in self.flat.items():
+            if name in scope.indices and linear.free_symbols <= expr.free_symbols:
+                rest = expr - linear
+                if not rest.free_symbols & linear.free_symbols:
+                    expr = rest + sym(name)
+        return expr
 
     def mask(self, scope: Scope, groups) -> Value | None:
         groups = frozenset(g.prefix for g in groups if g.masked)
@@ -249,7 +264,7 @@ class KernelBuilder:
                 scope, "lt", [index, self.numels[p]], dt.b8, group.shape, result=f"{p}mask"
             )
             scope.indices[f"{p}mask"] = mask
-        stride = group.numel
+        stride, linear = group.numel, []
         for dim, size in zip(group.dims, group.sizes):
             stride = as_int_like(sympy.sympify(stride) / size)
             var = self.subs[sym(f"p{dim}")]
@@ -259,6 +274,9 @@ class KernelBuilder:
             if stride * size != group.numel:
                 expr = Mod(expr, size)
             scope.vars[var.name] = self.bind(scope, expr, [index], group.shape, var.name)
+            linear.append(stride * var)
+        if len(linear) > 1:  # with one var, the var is the index
+            self.flat[index.name] = sympy.Add(*linear)
 
     def program_group(self, scope: Scope, group: Group) -> None:
         idt = self.tiling.index_dtype
