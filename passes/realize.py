@@ -113,12 +113,12 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
     them, and a buffer laid out otherwise is copied into them."""
     block = graph.body
     _place_views(block)
-    chosen = _choose(block, opts)
+    chosen, tables = _choose(block, opts)
     fixed = _fixed_layouts(block)
     for node in chosen:
         strides = fixed.get(node)
         if strides is None:
-            strides = _flexible_strides(node)
+            strides = _flexible_strides(node, node in tables)
             node.layout = "flexible"
         node.result.type = dataclasses.replace(node.result.type, strides=strides)
     for op in block.ops:  # a scatter's result is its target's memory
@@ -132,12 +132,14 @@ def realize_graph(graph: Operation, opts: Realize) -> None:
 Strides = tuple[IntLike, ...]
 
 
-def _flexible_strides(node: Operation) -> Strides:
+def _flexible_strides(node: Operation, table: bool) -> Strides:
     """A node nothing fixes takes the order its reads step memory (analysis/layouts.py), unless
-    a reinterpret reads its memory (`_place_views` made it for a contiguous layout) or it runs
-    along an axis (a scan, a sort)."""
+    a reinterpret reads its memory (`_place_views` made it for a contiguous layout), it runs
+    along an axis (a scan, a sort), or it is a `table`, realized for consumers that broadcast it
+    over their outer dims and step its inner ones (a rotary embedding's cos, over batch and
+    heads): laid out as its reads step, it could be read across its rows."""
     reinterpreted = any(isinstance(op, Reinterpret) for op in node.result.users)
-    if reinterpreted or isinstance(node, Scan | Sort):
+    if reinterpreted or table or isinstance(node, Scan | Sort):
         return contiguous_strides(node.result.type.shape)
     return read_strides(node)
 
@@ -328,9 +330,10 @@ def _copy_node(src: Value, name: str, origins: list[str], loc) -> Operation:
     )
 
 
-def _choose(block: Block, opts: Realize) -> list[Operation]:
+def _choose(block: Block, opts: Realize) -> tuple[list[Operation], set[Operation]]:
     """The unrealized nodes to realize, deciding in definition order so that each node's cost
-    counts through the producers that stay inlined."""
+    counts through the producers that stay inlined; and those among them realized only as
+    tables that their consumers broadcast (the costly-and-broadcast rule)."""
     forced = {
         producer(base_of(v))
         for op in block.ops
@@ -338,6 +341,7 @@ def _choose(block: Block, opts: Realize) -> list[Operation]:
         for v in op.operands
     }
     chosen: set[Operation] = set()
+    tables: set[Operation] = set()
     costs: dict[Operation, Cost] = {}
     for node in block.ops:
         if not isinstance(node, Pointwise) or is_realized(node):
@@ -350,12 +354,14 @@ def _choose(block: Block, opts: Realize) -> list[Operation]:
             isinstance(node, ROW_NODES)
             or node in forced
             or reused
-            or broadcast
             or cost.reads > opts.acc_reads_threshold
             or cost.ops > opts.max_body_ops
         ):
             chosen.add(node)
-    return [n for n in block.ops if n in chosen]
+        elif broadcast:
+            chosen.add(node)
+            tables.add(node)
+    return [n for n in block.ops if n in chosen], tables
 
 
 def _cost(node: Operation, chosen: set[Operation], costs: dict[Operation, Cost]) -> Cost:
