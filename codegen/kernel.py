@@ -193,10 +193,36 @@ class KernelBuilder:
             return binds[expr.name]
         key = (expr, dtype, tuple(binds.items()))
         if key not in scope.indices:
-            shape = broadcast_shapes([shape_of(v) for v in binds.values()])
-            value = self.emit(scope, "index", [as_int_like(expr), binds], dtype, shape)
-            scope.indices[key] = self.track(value, binds)
+            parts = self._parts_by_groups(expr, binds)
+            if parts is not None:
+                values = [self.index(scope, part, indirect, dtype) for part in parts]
+                value = values[0]
+                for other in values[1:]:
+                    value = self.emit_op(scope, "add", [value, other], dtype)
+            else:
+                shape = broadcast_shapes([shape_of(v) for v in binds.values()])
+                value = self.emit(scope, "index", [as_int_like(expr), binds], dtype, shape)
+                value = self.track(value, binds)
+            scope.indices[key] = value
         return scope.indices[key]
+
+    def _parts_by_groups(self, expr: sympy.Expr, binds: dict[str, Value]) -> list | None:
+        """A sum over several block axes split into one sum per set of axes its terms vary along
+        (a tile's `(x1 % 7) + 230*((x1 // 7) % 7)` over [1, XBLOCK] and `2*(y0 % 112) + ...` over
+        [YBLOCK, 1]): each part computed over its own axes, then one add per element of the
+        tile, not one per term. None where no part has more than one term."""
+        if not isinstance(expr, sympy.Add):
+            return None
+        parts: dict[frozenset, list[sympy.Expr]] = {}
+        for term in expr.args:
+            values = [binds[s.name] for s in term.free_symbols]
+            parts.setdefault(frozenset().union(*map(self.groups_of, values)), []).append(term)
+        constant = parts.pop(frozenset(), [])
+        if len(parts) < 2 or len(expr.args) - len(constant) == len(parts):
+            return None
+        sums = [sympy.Add(*terms) for terms in parts.values()]
+        sums[0] += sympy.Add(*constant)
+        return sums
 
     def flat_indexed(self, scope: Scope, expr: sympy.Expr) -> sympy.Expr:
         """`expr` with the vars of a group that it steps as the group's flat index does written

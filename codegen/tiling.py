@@ -3,7 +3,10 @@ covers (x, y, r0), the launch config, and the index width. The strategies pick a
 
 - pointwise: 1-D over the merged x dims, unless accesses contiguous along an outer dim but not the
   innermost (a transpose) carry a good share of the bytes: then a 2-D tile [YBLOCK, XBLOCK] with
-  the outer dims on y, so both kinds stay coalesced within the tile.
+  the outer dims on y, so both kinds stay coalesced within the tile. Also 2-D, the innermost dim
+  on x, where an access takes apart (Mod, floor: a flattening view) both the innermost dim and
+  an outer one, as an unfold's windows gathered as padded rows do: a 1-D kernel would divide
+  every element's index, a tile divides each row's and each column's once.
 - reductions: x on axis 0, r0 on axis 1. Reads contiguous along r make an inner reduction (small
   XBLOCK, wide R0_BLOCK); reads contiguous along x only (a column sum) an outer one (wide XBLOCK).
 - i64 indices once any extent reaches 2**31 or is symbolic, i32 otherwise.
@@ -116,6 +119,21 @@ def _tile_split(node: Operation, nx: int) -> int | None:
     return max(dims) + 1 if dims and outer >= TILE_SHARE * total else None
 
 
+def _apart_split(node: Operation, nx: int) -> int | None:
+    """The innermost x dim, for a tile of it on x and the outer dims on y, when an access takes
+    apart both it and an outer dim (its index has Mod or floor terms of each); None otherwise."""
+    if nx < 2:
+        return None
+    inner, outer = pvar(nx - 1), set(pvars(0, nx - 1))
+    for op in node.body.ops:
+        if isinstance(op, Load | Store):
+            terms = sympy.sympify(op.index).atoms(sympy.Mod, sympy.floor)
+            apart = set().union(*(t.free_symbols for t in terms))
+            if inner in apart and apart & outer:
+                return nx - 1
+    return None
+
+
 def _footprint(op: Load | Store, sizes: list[int]) -> int:
     """The bytes an access can touch: its element size times the extents of the loop dims its
     index moves along (`moves_along`: a gathered row moves with its ids; a broadcast dim re-reads
@@ -146,6 +164,8 @@ def pointwise_tiling(node: Node, config: LaunchConfig | None = None) -> Tiling:
     (xs, _), x_dims = node.sizes, tuple(range(len(node.sizes[0])))
     idt = index_dtype(node, numel(xs))
     split = _tile_split(node, len(xs))
+    if split is None:
+        split = _apart_split(node, len(xs))
     if split is not None and (config is None or "YBLOCK" in config.blocks):
         ydims, xdims = x_dims[:split], x_dims[split:]
         ynumel = size_hint(numel(xs[:split]))
