@@ -4,9 +4,9 @@ covers (x, y, r0), the launch config, and the index width. The strategies pick a
 - pointwise: 1-D over the merged x dims, unless accesses contiguous along an outer dim but not the
   innermost (a transpose) carry a good share of the bytes: then a 2-D tile [YBLOCK, XBLOCK] with
   the outer dims on y, so both kinds stay coalesced within the tile. Also 2-D, the innermost dim
-  on x, where an access takes apart (Mod, floor: a flattening view) both the innermost dim and
-  an outer one, as an unfold's windows gathered as padded rows do: a 1-D kernel would divide
-  every element's index, a tile divides each row's and each column's once.
+  on x, where an access takes apart (Mod, floor: a flattening view) both the innermost dim (a
+  tile wide at least) and an outer one, as an unfold's windows gathered as padded rows do: a
+  1-D kernel would divide every element's index, a tile divides each row's and column's once.
 - reductions: x on axis 0, r0 on axis 1. Reads contiguous along r make an inner reduction (small
   XBLOCK, wide R0_BLOCK); reads contiguous along x only (a column sum) an outer one (wide XBLOCK).
 - i64 indices once any extent reaches 2**31 or is symbolic, i32 otherwise.
@@ -119,10 +119,16 @@ def _tile_split(node: Operation, nx: int) -> int | None:
     return max(dims) + 1 if dims and outer >= TILE_SHARE * total else None
 
 
+#: the fewest elements along the innermost dim for a tile that takes apart (`_apart_split`): a
+#: full tile's width, so that each row of the tile stores that many contiguous elements
+APART_MIN = 64
+
+
 def _apart_split(node: Operation, nx: int) -> int | None:
     """The innermost x dim, for a tile of it on x and the outer dims on y, when an access takes
-    apart both it and an outer dim (its index has Mod or floor terms of each); None otherwise."""
-    if nx < 2:
+    apart both it and an outer dim (its index has Mod or floor terms of each) and it holds at
+    least APART_MIN elements; None otherwise."""
+    if nx < 2 or size_hint(node.sizes[0][-1]) < APART_MIN:
         return None
     inner, outer = pvar(nx - 1), set(pvars(0, nx - 1))
     for op in node.body.ops:
