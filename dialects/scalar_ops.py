@@ -8,9 +8,10 @@ else the operands'; the torch function that computes it elementwise (the evaluat
 name under `torch`; `frexp:exponent` names a field of what `torch.frexp` returns); the Python the
 Triton emitter writes, over the operand names `{0}, {1}, {2}`; whether an integer zero divisor
 raises in eager (on CPU: a kernel there asserts it is nonzero); the dtypes it takes, where not
-all (what Triton compiles it for: IR that verifies compiles for a GPU). Math without a `tl` builtin calls
-`triton_helpers` (mind.runtime), which maps it to libdevice on a GPU and to `tl` primitives in
-the interpreter (the special functions: to torch's, on the host).
+all (what Triton compiles it for: IR that verifies compiles for a GPU); whether it is costly, a
+libdevice routine that realize computes once rather than in every consumer's element. Math
+without a `tl` builtin calls `triton_helpers` (mind.runtime), which maps it to libdevice on a GPU
+and to `tl` primitives in the interpreter (the special functions: to torch's, on the host).
 """
 
 from __future__ import annotations
