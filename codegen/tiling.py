@@ -5,8 +5,8 @@ covers (x, y, r0), the launch config, and the index width. The strategies pick a
   innermost (a transpose) carry a good share of the bytes: then a 2-D tile [YBLOCK, XBLOCK] with
   the outer dims on y, so both kinds stay coalesced within the tile. Also 2-D, the innermost dim
   on x, where an access takes apart (Mod, floor: a flattening view) both the innermost dim (a
-  tile wide at least) and an outer one, as an unfold's windows gathered as padded rows do: a
-  1-D kernel would divide every element's index, a tile divides each row's and column's once.
+  tile wide at least) and an outer one, sizes static, as an unfold's windows gathered as padded
+  rows do: a 1-D kernel would divide every element's index, a tile each row's and column's once.
 - reductions: x on axis 0, r0 on axis 1. Reads contiguous along r make an inner reduction (small
   XBLOCK, wide R0_BLOCK); reads contiguous along x only (a column sum) an outer one (wide XBLOCK).
 - i64 indices once any extent reaches 2**31 or is symbolic, i32 otherwise.
@@ -127,8 +127,10 @@ APART_MIN = 64
 def _apart_split(node: Operation, nx: int) -> int | None:
     """The innermost x dim, for a tile of it on x and the outer dims on y, when an access takes
     apart both it and an outer dim (its index has Mod or floor terms of each) and it holds at
-    least APART_MIN elements; None otherwise."""
-    if nx < 2 or size_hint(node.sizes[0][-1]) < APART_MIN:
+    least APART_MIN elements; None otherwise. Sizes must be static: grid axis 1 holds 65535
+    programs, which a symbolic row count could pass at run time."""
+    xs = node.sizes[0]
+    if nx < 2 or not all(isinstance(s, int) for s in xs) or xs[-1] < APART_MIN:
         return None
     inner, outer = pvar(nx - 1), set(pvars(0, nx - 1))
     for op in node.body.ops:
