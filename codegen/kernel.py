@@ -170,8 +170,9 @@ class KernelBuilder:
         return _substituted(sympy.sympify(expr), tuple(self.subs.items()))
 
     def index(self, scope: Scope, expr, indirect=(), dtype=None) -> Value:
-        """A flat index over p vars as a `triton.index` over this scope's vars (reused when the
-        same expression was built in this scope)."""
+        """A flat index over p vars as `triton.index` values over this scope's vars: one, or one
+        per set of block axes its terms vary along, added (`_parts_by_groups`); reused when the
+        same expression was built in this scope."""
         expr = self.flat_indexed(scope, self.in_scope(expr))
         binds = {}
         for s in sorted(expr.free_symbols, key=str):
@@ -206,7 +207,9 @@ class KernelBuilder:
             scope.indices[key] = value
         return scope.indices[key]
 
-    def _parts_by_groups(self, expr: sympy.Expr, binds: dict[str, Value]) -> list | None:
+    def _parts_by_groups(
+        self, expr: sympy.Expr, binds: dict[str, Value]
+    ) -> list[sympy.Expr] | None:
         """A sum over several block axes split into one sum per set of axes its terms vary along
         (a tile's `(x1 % 7) + 230*((x1 // 7) % 7)` over [1, XBLOCK] and `2*(y0 % 112) + ...` over
         [YBLOCK, 1]): each part computed over its own axes, then one add per element of the
@@ -228,12 +231,8 @@ class KernelBuilder:
         """`expr` with the vars of a group that it steps as the group's flat index does written
         as that index (`xindex + 32`, not `152*x0 + x1 + 32`): equal, and what Triton's axis
         analysis sees contiguous, so that the access is vectorized."""
-        for name, linear in self.flat.items():
-            if name in scope.indices and linear.free_symbols <= expr.free_symbols:
-                rest = expr - linear
-                if not rest.free_symbols & linear.free_symbols:
-                    expr = rest + sym(name)
-        return expr
+        flats = tuple((name, linear) for name, linear in self.flat.items() if name in scope.indices)
+        return _flat_indexed(expr, flats) if flats else expr
 
     def mask(self, scope: Scope, groups) -> Value | None:
         groups = frozenset(g.prefix for g in groups if g.masked)
@@ -483,6 +482,17 @@ def passed_by_value(t: TensorType, device) -> dt.DType | None:
     if t.shape or t.device is None or t.device.type != "cpu" or device.type == "cpu":
         return None
     return BY_VALUE.get(t.dtype.kind)
+
+
+@lru_cache(maxsize=EXPR_CACHE_SIZE)
+def _flat_indexed(expr: sympy.Expr, flats: tuple[tuple[str, sympy.Expr], ...]) -> sympy.Expr:
+    """`KernelBuilder.flat_indexed`, memoized: every layer of a model indexes alike."""
+    for name, linear in flats:
+        if linear.free_symbols <= expr.free_symbols:
+            rest = expr - linear
+            if not rest.free_symbols & linear.free_symbols:
+                expr = rest + sym(name)
+    return expr
 
 
 @lru_cache(maxsize=EXPR_CACHE_SIZE)
