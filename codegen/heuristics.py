@@ -255,9 +255,25 @@ def template_candidates(m: int, n: int, k: int) -> list[LaunchConfig]:
     ]
 
 
+#: the most programs along grid axes 1 and 2 (CUDA's limit; axis 0 holds 2**31 - 1)
+GRID_YZ_MAX = 65535
+
+
+def y_folds(y_blocks: IntLike) -> bool:
+    """Whether a tile's y blocks fold over grid axes 1 and 2: when more than axis 1 holds, or
+    symbolic (a count the size hint keeps below the limit may pass it at run time)."""
+    return not (isinstance(y_blocks, int) and y_blocks <= GRID_YZ_MAX)
+
+
 def grid(config: LaunchConfig, numels: dict[str, IntLike]) -> tuple:
     """x blocks on grid axis 0, y blocks on axis 1 (the kernel's program_id axes); expressions
-    over the size symbols when the numels are symbolic."""
+    over the size symbols when the numels are symbolic. y blocks that `y_folds` take axis 1 up
+    to its limit and axis 2 for the rest (the kernel's y program is
+    program_id(1) + GRID_YZ_MAX * program_id(2), as Inductor's for a y grid past the limit)."""
     x = cdiv(numels["XBLOCK"], config.blocks["XBLOCK"])
-    y = cdiv(numels["YBLOCK"], config.blocks["YBLOCK"]) if "YBLOCK" in config.blocks else 1
-    return (x, y, 1)
+    if "YBLOCK" not in config.blocks:
+        return (x, 1, 1)
+    y = cdiv(numels["YBLOCK"], config.blocks["YBLOCK"])
+    if not y_folds(y):
+        return (x, y, 1)
+    return (x, as_int_like(sympy.Min(y, GRID_YZ_MAX)), cdiv(y, GRID_YZ_MAX))

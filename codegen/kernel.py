@@ -37,6 +37,7 @@ from mind.ir.diagnostics import MindError
 from mind.ir.symbols import Mod, as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
+from .heuristics import GRID_YZ_MAX, cdiv, y_folds
 from .tiling import Group, Tiling, size_symbols
 
 if TYPE_CHECKING:
@@ -304,11 +305,15 @@ class KernelBuilder:
             self.flat[index.name] = sympy.Add(*linear)
 
     def program_group(self, scope: Scope, group: Group) -> None:
-        idt = self.tiling.index_dtype
-        pid = self.emit(scope, "program_id", [group.pid_axis], idt, (), result=f"{group.prefix}pid")
-        offset = self.bind(
-            scope, block_dim(group.block) * sym(pid.name), [pid], (), f"{group.prefix}offset"
-        )
+        idt, p = self.tiling.index_dtype, group.prefix
+        pid = self.emit(scope, "program_id", [group.pid_axis], idt, (), result=f"{p}pid")
+        program, pids = sym(pid.name), [pid]
+        blocks = cdiv(group.numel, self.tiling.config.blocks[group.block])
+        if group.pid_axis == 1 and y_folds(blocks):
+            # the y blocks folded over grid axes 1 and 2 (heuristics.grid)
+            pids.append(self.emit(scope, "program_id", [2], idt, (), result=f"{p}pid_z"))
+            program += GRID_YZ_MAX * sym(pids[1].name)
+        offset = self.bind(scope, block_dim(group.block) * program, pids, (), f"{p}offset")
         self.group_index(scope, group, offset, self.base(scope, group))
 
     def base(self, scope: Scope, group: Group) -> Value:

@@ -33,7 +33,7 @@ from mind.ir.dtypes import DType
 from mind.ir.symbols import IntLike, as_int_like, sym
 from mind.ir.types import TensorType
 
-from .heuristics import LaunchConfig, cdiv, pointwise_config
+from .heuristics import LaunchConfig, pointwise_config
 
 
 @dataclass(frozen=True)
@@ -127,10 +127,9 @@ APART_MIN = 64
 def _apart_split(node: Operation, nx: int) -> int | None:
     """The innermost x dim, for a tile of it on x and the outer dims on y, when an access takes
     apart both it and an outer dim (its index has Mod or floor terms of each) and it holds at
-    least APART_MIN elements; None otherwise. Sizes must be static: grid axis 1 holds 65535
-    programs, which a symbolic row count could pass at run time."""
+    least APART_MIN elements (by its size hint); None otherwise."""
     xs = node.sizes[0]
-    if nx < 2 or not all(isinstance(s, int) for s in xs) or xs[-1] < APART_MIN:
+    if nx < 2 or size_hint(xs[-1]) < APART_MIN:
         return None
     inner, outer = pvar(nx - 1), set(pvars(0, nx - 1))
     for op in node.body.ops:
@@ -178,15 +177,14 @@ def pointwise_tiling(node: Node, config: LaunchConfig | None = None) -> Tiling:
         ydims, xdims = x_dims[:split], x_dims[split:]
         ynumel = size_hint(numel(xs[:split]))
         tile = config or pointwise_config(size_hint(numel(xs[split:])), ynumel)
-        if cdiv(ynumel, tile.blocks["YBLOCK"]) < 65536:  # grid axis 1 limit
-            return Tiling(
-                tile,
-                (
-                    Group("y", "YBLOCK", ydims, tuple(xs[:split]), 0, 2, 1, True),
-                    Group("x", "XBLOCK", xdims, tuple(xs[split:]), 1, 2, 0, True),
-                ),
-                idt,
-            )
+        return Tiling(
+            tile,
+            (
+                Group("y", "YBLOCK", ydims, tuple(xs[:split]), 0, 2, 1, True),
+                Group("x", "XBLOCK", xdims, tuple(xs[split:]), 1, 2, 0, True),
+            ),
+            idt,
+        )
     if config is None or "YBLOCK" in config.blocks:
         config = pointwise_config(size_hint(numel(xs)))
     return Tiling(config, (Group("x", "XBLOCK", x_dims, tuple(xs), 0, 1, 0, True),), idt)

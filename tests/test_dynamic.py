@@ -75,6 +75,11 @@ def size_as_float(x):
     return torch.where(x > 0, x, x.shape[0] * 1.0), x / x.shape[-1] ** 0.5
 
 
+def transpose_add(x):
+    """A 2-D tile over symbolic rows: its y blocks fold over grid axes 1 and 2."""
+    return x + x.t()
+
+
 CASES = [
     (seed, 3, ((4, 128), (6, 2100))),
     (add_relu, 2, ((5, 7), (33, 129))),
@@ -87,6 +92,7 @@ CASES = [
     (first_half, 1, ((4, 6), (7, 33), (3, 10))),
     (float_corrections, 1, ((4, 6), (7, 33), (3, 10))),
     (size_as_float, 1, ((4, 6), (7, 33), (3, 10))),
+    (transpose_add, 1, ((96, 96), (130, 130))),
 ]
 
 

@@ -7,6 +7,7 @@ import weakref
 
 import pytest
 import torch
+from mind.codegen import heuristics, kernel
 from mind.ir.printer import print_module
 from mind.parser import parse
 from mind.passes import run_pipeline
@@ -241,6 +242,17 @@ def test_transpose_add_tiles():
     # a 32 x 48 tile would be one program: the tile shrinks (YBLOCK first) to 256 elements
     assert "constexprs = {YBLOCK: 8, XBLOCK: 32}" in printed
     assert "grid = (2, 4, 1)" in printed
+    x, y = torch.randn(32, 48), torch.randn(48, 32)
+    torch.testing.assert_close(mod.call([x, y])[0], x + y.t())
+
+
+def test_y_blocks_past_grid_axis_1_fold_over_axis_2(monkeypatch):
+    """A tile's y blocks past grid axis 1's limit (65535 programs; 2 here) take axis 2 too."""
+    for module in (heuristics, kernel):
+        monkeypatch.setattr(module, "GRID_YZ_MAX", 2)
+    printed, mod = compile_graph(TRANSPOSE_ADD)
+    assert "grid = (2, 2, 2)" in printed  # 4 y blocks of 8 rows: 2 on axis 1, 2 on axis 2
+    assert "triton.index(YBLOCK*(ypid + 2*ypid_z)" in printed
     x, y = torch.randn(32, 48), torch.randn(48, 32)
     torch.testing.assert_close(mod.call([x, y])[0], x + y.t())
 
