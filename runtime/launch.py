@@ -35,7 +35,7 @@ from triton.runtime.driver import driver
 from triton.runtime.interpreter import InterpretedFunction
 
 from .errors import KernelError
-from .static_launch import static_launcher
+from .static_launch import launchable, static_launcher
 
 log = channel("launch")
 
@@ -79,11 +79,14 @@ class Binding:
         return compiled
 
     def precompile(self, target: Any) -> None:
-        """Compile for `target` into Triton's on-disk cache, where `compile` finds it, with its
-        host launcher, loading nothing on a GPU (no CUDA context): what a compile worker does."""
+        """Compile for `target` into Triton's on-disk cache, where `compile` finds it, loading
+        nothing on a GPU (no CUDA context): what a compile worker does. Triton's host launcher
+        is built too (a C compiler's run per signature in Triton 3.6), unless torch's launcher
+        will launch the kernel."""
         with compiling_for(target, self.device.index or 0):
             compiled = self._warmup()
-        _build_launcher(compiled)
+        if not launchable(compiled, len(self.signature)):
+            _build_launcher(compiled)
 
     def _warmup(self):
         names = [p.name for p in self.kernel.params]

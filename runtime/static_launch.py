@@ -65,6 +65,17 @@ def static_launcher(compiled: Any, device: torch.device, count: int) -> Callable
     return launch
 
 
+def launchable(compiled: Any, count: int) -> bool:
+    """Whether torch's launcher will launch `compiled` (as `static_launcher` would bind it), as
+    far as reading it tells, with no GPU: a compile worker then builds no Triton launcher."""
+    if os.environ.get("MIND_STATIC_LAUNCHER") == "0":
+        return False
+    try:
+        return arguments(read(compiled), count) is not None
+    except Exception:  # noqa: BLE001  (as static_launcher: any failure means Triton's launcher)
+        return False
+
+
 def read(compiled: Any) -> Any:
     """torch's reading of `compiled` (Inductor's `StaticallyLaunchedCudaKernel`); it raises
     NotImplementedError for a kernel torch's launcher does not handle."""

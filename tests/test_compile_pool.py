@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from mind.runtime import compile_pool
+from mind.runtime import compile_pool, launch
 from mind.runtime.launch import Binding, deferred
 from triton.backends.compiler import GPUTarget
 
@@ -133,6 +133,24 @@ def test_precompiling_touches_no_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", None)
     binding.precompile(H100)
     assert len(cubins(tmp_path / "triton")) == 1
+
+
+@pytest.mark.parametrize("setting", [None, "0"], ids=["static", "off"])
+def test_precompiling_builds_tritons_launcher_only_where_torchs_will_not_launch(
+    tmp_path, monkeypatch, setting
+):
+    """Triton 3.6 builds a host launcher per signature with a C compiler: a worker builds none
+    for a kernel torch's launcher launches, and one where MIND_STATIC_LAUNCHER=0 turns it off."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    if setting is None:
+        monkeypatch.delenv("MIND_STATIC_LAUNCHER", raising=False)
+    else:
+        monkeypatch.setenv("MIND_STATIC_LAUNCHER", setting)
+    built = []
+    monkeypatch.setattr(launch, "_build_launcher", lambda compiled: built.append(compiled.name))
+    _, _, (binding,) = module(tmp_path, 1)
+    binding.precompile(H100)
+    assert built == ([] if setting is None else ["scale0"])
 
 
 def test_submitted_kernels_compile_while_the_loader_goes_on(tmp_path, pool, monkeypatch):
