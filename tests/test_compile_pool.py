@@ -136,11 +136,12 @@ def test_precompiling_touches_no_gpu(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("setting", [None, "0"], ids=["static", "off"])
-def test_precompiling_builds_tritons_launcher_only_where_torchs_will_not_launch(
+def test_precompiling_builds_tritons_launcher_only_where_torchs_is_off(
     tmp_path, monkeypatch, setting
 ):
     """Triton 3.6 builds a host launcher per signature with a C compiler: a worker builds none
-    for a kernel torch's launcher launches, and one where MIND_STATIC_LAUNCHER=0 turns it off."""
+    while kernels launch through torch's launcher, and one per kernel where
+    MIND_STATIC_LAUNCHER=0 turns torch's off."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     if setting is None:
         monkeypatch.delenv("MIND_STATIC_LAUNCHER", raising=False)
