@@ -265,15 +265,19 @@ def y_folds(y_blocks: IntLike) -> bool:
     return not (isinstance(y_blocks, int) and y_blocks <= GRID_YZ_MAX)
 
 
+def y_grid(y_blocks: IntLike) -> tuple[IntLike, IntLike]:
+    """Grid axes 1 and 2 for `y_blocks` programs: axis 1 alone, or where they fold (`y_folds`)
+    axis 1 up to its limit and axis 2 for the rest; the kernel's y program is then
+    program_id(1) + GRID_YZ_MAX * program_id(2), as Inductor's for a y grid past the limit."""
+    if not y_folds(y_blocks):
+        return (y_blocks, 1)
+    return (as_int_like(sympy.Min(y_blocks, GRID_YZ_MAX)), cdiv(y_blocks, GRID_YZ_MAX))
+
+
 def grid(config: LaunchConfig, numels: dict[str, IntLike]) -> tuple:
-    """x blocks on grid axis 0, y blocks on axis 1 (the kernel's program_id axes); expressions
-    over the size symbols when the numels are symbolic. y blocks that `y_folds` take axis 1 up
-    to its limit and axis 2 for the rest (the kernel's y program is
-    program_id(1) + GRID_YZ_MAX * program_id(2), as Inductor's for a y grid past the limit)."""
+    """x blocks on grid axis 0, y blocks on axes 1 and 2 (`y_grid`); expressions over the size
+    symbols when the numels are symbolic."""
     x = cdiv(numels["XBLOCK"], config.blocks["XBLOCK"])
     if "YBLOCK" not in config.blocks:
         return (x, 1, 1)
-    y = cdiv(numels["YBLOCK"], config.blocks["YBLOCK"])
-    if not y_folds(y):
-        return (x, y, 1)
-    return (x, as_int_like(sympy.Min(y, GRID_YZ_MAX)), cdiv(y, GRID_YZ_MAX))
+    return (x, *y_grid(cdiv(numels["YBLOCK"], config.blocks["YBLOCK"])))

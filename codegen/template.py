@@ -29,7 +29,15 @@ from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.symbols import Mod, sym
 from mind.ir.types import ScalarType
 
-from .heuristics import LaunchConfig, cdiv, template_candidates, template_config
+from .heuristics import (
+    GRID_YZ_MAX,
+    LaunchConfig,
+    cdiv,
+    template_candidates,
+    template_config,
+    y_folds,
+    y_grid,
+)
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .tiling import Group, Tiling, index_dtype, numel
@@ -128,7 +136,7 @@ class MatmulTemplate(Strategy):
         m, n, _, batch = _groups(tiling)
         blocks = tiling.config.blocks
         tiles = cdiv(m.numel, blocks["BLOCK_M"]) * cdiv(n.numel, blocks["BLOCK_N"])
-        return (tiles, batch.numel if batch is not None else 1, 1)
+        return (tiles, *y_grid(batch.numel if batch is not None else 1))
 
     def body(self, b: KernelBuilder, top: Scope) -> None:
         mm = match(b.node)
@@ -209,9 +217,21 @@ def _program(b: KernelBuilder, top: Scope, m: Group, n: Group, batch: Group | No
         )
         top.vars[b.subs[pvar(g.dims[0])].name] = index
     if batch is not None:
-        bpid = b.emit(top, "program_id", [1], idt, (), result="bpid")
-        b.group_index(top, batch, None, bpid)
+        b.group_index(top, batch, None, _batch_program(b, top, batch))
     return Tiles(*wrapped)
+
+
+def _batch_program(b: KernelBuilder, top: Scope, batch: Group) -> Value:
+    """The batch the program computes: its program id on grid axis 1, or, past that axis's
+    limit, on axes 1 and 2 (`y_grid`). The batch group has no mask, so the programs past the
+    last batch compute the last one again: the same values to the same places."""
+    idt = b.tiling.index_dtype
+    bpid = b.emit(top, "program_id", [1], idt, (), result="bpid")
+    if not y_folds(batch.numel):
+        return bpid
+    bpid_z = b.emit(top, "program_id", [2], idt, (), result="bpid_z")
+    program = sympy.Min(sym(bpid.name) + GRID_YZ_MAX * sym(bpid_z.name), batch.numel - 1)
+    return b.bind(top, program, [bpid, bpid_z], (), "bprogram")
 
 
 def _k_loop(b: KernelBuilder, top: Scope, mm: Matmul, tiles: Tiles, k: Group) -> Value:

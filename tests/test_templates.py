@@ -123,3 +123,19 @@ def test_aten_stays_the_default(tmp_path, monkeypatch):
         run(lambda x, w: (x @ w).relu(), x, w, pipeline=PIPELINE), (x @ w).relu()
     )
     assert "triton.extern @aten.mm.default" in kernels(tmp_path)
+
+
+def test_batches_past_grid_axis_1_fold_over_axis_2(tmp_path, monkeypatch):
+    """A bmm template runs a program per batch on grid axis 1, which holds 65535 (2 here): 5
+    batches take axes 1 and 2 (2 x 3 programs), and the sixth program computes the last batch
+    again."""
+    from mind.codegen import heuristics, template
+
+    for module in (heuristics, template):
+        monkeypatch.setattr(module, "GRID_YZ_MAX", 2)
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    a, b = torch.randn(5, 20, 30), torch.randn(5, 30, 17)
+    torch.testing.assert_close(run(torch.bmm, a, b), torch.bmm(a, b), rtol=1e-4, atol=1e-4)
+    text = kernels(tmp_path)
+    assert "grid = (1, 2, 3)" in text
+    assert "triton.index(Min(4, bpid + 2*bpid_z)" in text
