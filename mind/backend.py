@@ -29,6 +29,7 @@ from mind.dialects import aten, fx
 from mind.dialects.collectives import is_collective
 from mind.dump import GraphDump
 from mind.fallback import DYNAMO_CONTROL_FLOW, MindFallbackWarning, fall_back
+from mind.fresh_stack import on_fresh_stack
 from mind.frontend import dynamo_guards
 from mind.higher_order import higher_order_ops, split_around_higher_order_ops
 from mind.ir.core import Module, Operation
@@ -280,12 +281,16 @@ def generate(
         dump.after_pass(p, module)
         done(p.name)
 
+    def run() -> str:
+        # each stage's end is verified; a dump, for debugging, verifies after every pass
+        verify = "each" if dump.directory else "stages"
+        final = PassManager(passes, verify=verify, on_pass=after).run(Module([graph]))
+        source = emit(final)
+        final.discard()
+        return source
+
     dump.stage("aten", Module([graph]))
-    # each stage's end is verified; a dump, for debugging, verifies after every pass
-    verify = "each" if dump.directory else "stages"
-    final = PassManager(passes, verify=verify, on_pass=after).run(Module([graph]))
-    source = emit(final)
-    final.discard()
+    source = on_fresh_stack(run)  # (the same stack depth whoever compiles: mind/fresh_stack.py)
     dump.write("py", source)
     return source
 
