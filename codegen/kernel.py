@@ -34,7 +34,7 @@ from mind.dialects.triton import (
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import MindError
-from mind.ir.symbols import Mod, as_int_like, sym
+from mind.ir.symbols import IntLike, Mod, as_int_like, sym
 from mind.ir.types import ScalarType, TensorType
 
 from .heuristics import GRID_YZ_MAX, cdiv, y_folds
@@ -305,16 +305,27 @@ class KernelBuilder:
             self.flat[index.name] = sympy.Add(*linear)
 
     def program_group(self, scope: Scope, group: Group) -> None:
-        idt, p = self.tiling.index_dtype, group.prefix
-        pid = self.emit(scope, "program_id", [group.pid_axis], idt, (), result=f"{p}pid")
-        program, pids = sym(pid.name), [pid]
-        blocks = cdiv(group.numel, self.tiling.config.blocks[group.block])
-        if group.pid_axis == 1 and y_folds(blocks):
-            # the y blocks folded over grid axes 1 and 2 (heuristics.grid)
-            pids.append(self.emit(scope, "program_id", [2], idt, (), result=f"{p}pid_z"))
-            program += GRID_YZ_MAX * sym(pids[1].name)
+        p, pid_axis = group.prefix, group.pid_axis
+        if pid_axis == 1:
+            blocks = cdiv(group.numel, self.tiling.config.blocks[group.block])
+            program, pids = self.y_program(scope, p, blocks)
+        else:
+            idt = self.tiling.index_dtype
+            pid = self.emit(scope, "program_id", [pid_axis], idt, (), result=f"{p}pid")
+            program, pids = sym(pid.name), [pid]
         offset = self.bind(scope, block_dim(group.block) * program, pids, (), f"{p}offset")
         self.group_index(scope, group, offset, self.base(scope, group))
+
+    def y_program(self, scope: Scope, prefix: str, count: IntLike) -> tuple[sympy.Expr, list]:
+        """Which of `count` programs along y this one is, and the program ids it reads: grid
+        axis 1, or where the count folds (`y_folds`) axes 1 and 2, as heuristics.y_grid
+        launches them."""
+        idt = self.tiling.index_dtype
+        pid = self.emit(scope, "program_id", [1], idt, (), result=f"{prefix}pid")
+        if not y_folds(count):
+            return sym(pid.name), [pid]
+        pid_z = self.emit(scope, "program_id", [2], idt, (), result=f"{prefix}pid_z")
+        return sym(pid.name) + GRID_YZ_MAX * sym(pid_z.name), [pid, pid_z]
 
     def base(self, scope: Scope, group: Group) -> Value:
         block = block_dim(group.block)

@@ -29,15 +29,7 @@ from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.symbols import Mod, sym
 from mind.ir.types import ScalarType
 
-from .heuristics import (
-    GRID_YZ_MAX,
-    LaunchConfig,
-    cdiv,
-    template_candidates,
-    template_config,
-    y_folds,
-    y_grid,
-)
+from .heuristics import LaunchConfig, cdiv, template_candidates, template_config, y_grid
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .tiling import Group, Tiling, index_dtype, numel
@@ -222,16 +214,13 @@ def _program(b: KernelBuilder, top: Scope, m: Group, n: Group, batch: Group | No
 
 
 def _batch_program(b: KernelBuilder, top: Scope, batch: Group) -> Value:
-    """The batch the program computes: its program id on grid axis 1, or, past that axis's
-    limit, on axes 1 and 2 (`y_grid`). The batch group has no mask, so the programs past the
-    last batch compute the last one again: the same values to the same places."""
-    idt = b.tiling.index_dtype
-    bpid = b.emit(top, "program_id", [1], idt, (), result="bpid")
-    if not y_folds(batch.numel):
-        return bpid
-    bpid_z = b.emit(top, "program_id", [2], idt, (), result="bpid_z")
-    program = sympy.Min(sym(bpid.name) + GRID_YZ_MAX * sym(bpid_z.name), batch.numel - 1)
-    return b.bind(top, program, [bpid, bpid_z], (), "bprogram")
+    """The batch the program computes: one program per batch along y (`y_program`). The batch
+    group has no mask, so where the batches fold, the programs past the last one compute it
+    again: the same values to the same places."""
+    program, pids = b.y_program(top, "b", batch.numel)
+    if len(pids) == 1:
+        return pids[0]
+    return b.bind(top, sympy.Min(program, batch.numel - 1), pids, (), "bprogram")
 
 
 def _k_loop(b: KernelBuilder, top: Scope, mm: Matmul, tiles: Tiles, k: Group) -> Value:

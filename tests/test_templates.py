@@ -129,9 +129,9 @@ def test_batches_past_grid_axis_1_fold_over_axis_2(tmp_path, monkeypatch):
     """A bmm template runs a program per batch on grid axis 1, which holds 65535 (2 here): 5
     batches take axes 1 and 2 (2 x 3 programs), and the sixth program computes the last batch
     again."""
-    from mind.codegen import heuristics, template
+    from mind.codegen import heuristics, kernel
 
-    for module in (heuristics, template):
+    for module in (heuristics, kernel):
         monkeypatch.setattr(module, "GRID_YZ_MAX", 2)
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
     a, b = torch.randn(5, 20, 30), torch.randn(5, 30, 17)
