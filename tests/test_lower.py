@@ -129,6 +129,7 @@ NUMERICS = {
         (_f(4, 5, 6), torch.tensor([0, -1]), torch.tensor([[1], [5]])),
     ),
     "max_dim_unbind": (lambda x: (*x.max(1), *x.unbind(0)), (_f(3, 4),)),
+    "unfold": (lambda x: (x.unfold(1, 3, 2) * 2, x.unfold(-1, 2, 3).sum(-1)), (_f(4, 7, 5),)),
     "pad_crop": (lambda x: F.pad(x, (-1, 2, 1, -1), value=3.0), (_f(4, 5),)),
     "masked_fill_shift": (lambda x: (x.masked_fill(x > 0, -1.0), (x > 0).int() << 2), (_f(3, 4),)),
     "index_select_split": (

@@ -132,6 +132,23 @@ def expand(ctx, x, size, *, implicit=False):
     return _view(ctx, x, lambda idx: broadcast_index(x.type.shape, idx))
 
 
+@register_lowering(aten.unfold)
+def unfold(ctx, x, dim, size, step):
+    """Windows of `size` every `step` along `dim`, in a new last dim: element (.., i, .., j)
+    reads the source at i * step + j along `dim`. A view, as in eager: a matmul over windows
+    gathers them through it (a stem convolution, passes/aten_rules/convolution.py)."""
+    if x.type.rank == 0:
+        raise Unsupported("unfold of a 0-d tensor")
+    dim = norm_dim(dim, x.type.rank)
+
+    def index(idx):
+        src = list(idx[:-1])
+        src[dim] = step * idx[dim] + idx[-1]
+        return src
+
+    return _view(ctx, x, index)
+
+
 def _slice_index(x, dim: int, start, step):
     def index(idx):
         src = list(idx)
