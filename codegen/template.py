@@ -156,7 +156,9 @@ def matmul_tiling(node: Node, config: LaunchConfig) -> Tiling:
     ]
     if nb:
         groups.append(Group("b", "", tuple(range(nb)), tuple(batch), 0, 0, None, False))
-    return Tiling(config, tuple(groups), index_dtype(node, numel([*xs, k])))
+    # no index spans m * n * k: the largest is an operand's or the result's element count
+    count = numel(batch) * max(m * k, k * n, m * n)
+    return Tiling(config, tuple(groups), index_dtype(node, count))
 
 
 def _groups(tiling: Tiling) -> tuple[Group, Group, Group, Group | None]:
