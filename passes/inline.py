@@ -136,6 +136,10 @@ class _BodyBuilder:
                 env[op.result] = self.index(op, subs)
             elif isinstance(op, Cast) and self.unrounds(env[op.x], op.result.type.dtype):
                 env[op.result] = self.rounded[env[op.x]]
+            elif getattr(op, "kind", None) == "where" and _selects(
+                env[op.operands[1]], env[op.operands[0]], env[op.operands[2]]
+            ):  # where(c, where(c, x, y), y): a masked load of a pad's body, then the pad's own
+                env[op.result] = env[op.operands[1]]
             else:
                 env[op.result] = self.b.append(op.clone(env))
         raise MindError(f"'{self.node.name}' body has no yield", self.node.loc)
@@ -234,6 +238,14 @@ class _BodyBuilder:
         if a is None or b is None:
             return a or b
         return self.b.emit("logical_and", dt.b8, [a, b])
+
+
+def _selects(value: Value, mask: Value, other: Value) -> bool:
+    """Whether `value` is already `where(mask, ..., other)`."""
+    op = value.owner
+    return (
+        getattr(op, "kind", None) == "where" and op.operands[0] is mask and op.operands[2] is other
+    )
 
 
 def _rounds(value: Value) -> bool:

@@ -243,3 +243,25 @@ def test_a_stem_trains_as_matmuls_and_matches_eager(tmp_path, monkeypatch):
     backward = (tmp_path / "graph0_backward.00.aten").read_text()
     assert "aten.unfold.default" in forward and "convolution" not in forward
     assert "aten.mm.default" in backward and "convolution" not in backward
+
+
+
+@pytest.mark.usefixtures("isolated_runtime")
+def test_a_stem_in_inference_is_one_template_that_gathers_its_windows(tmp_path, monkeypatch):
+    """Nothing saves the windows for a backward, so a Triton matmul template gathers them in its
+    k-loop (mm-templates' `gathers`), the padding as masks, with the batch norm and ReLU after
+    it: one kernel, and no buffer of windows."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    net, ref = _twins(Stem)
+    net.eval(), ref.eval()
+    x = torch.randn(2, 3, 30, 30).bfloat16()
+    with torch.no_grad(), no_fallback():
+        got = torch.compile(net, backend="mind")(x)
+        want = ref(x)
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+    (source,) = tmp_path.glob("graph0_forward.*.py")
+    call = source.read_text().split("def call(")[1]
+    launches = [line.split("(")[0].strip() for line in call.splitlines() if "_launch(" in line]
+    assert len(launches) == 2, launches  # the stem, then max pooling
+    assert launches[0].startswith("triton_tem_fused") and "unfold" in launches[0]
+    assert "aten_mm" not in call and "empty_strided_cpu((450, " not in call
