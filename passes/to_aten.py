@@ -137,7 +137,8 @@ def aten_graphs(
 
     The joint graph splits as Inductor's does, by torch's min-cut partitioner: the backward
     recomputes what is cheap to fuse from what the forward saves (a GELU's tanh from its input)
-    rather than the forward writing every intermediate for the backward to read back.
+    rather than the forward writing every intermediate for the backward to read back; pads and
+    unfolds that grow a tensor too (`_partition`).
 
     Through Dynamo's own AOTAutograd backend helper, as Inductor goes: Dynamo's DDPOptimizer
     counts its invocations to pair each bucket's forward with its backward, and to run a piece's
@@ -147,7 +148,6 @@ def aten_graphs(
     tracing (`_aot_cache`)."""
     from mind.dialects import aten
     from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     graphs: list[Operation] = []
@@ -173,7 +173,7 @@ def aten_graphs(
         compiled = aot_autograd(
             fw_compiler=cached(forward) if cached else forward,
             bw_compiler=backward,
-            partition_fn=min_cut_rematerialization_partition,
+            partition_fn=_partition,
             decompositions=decompositions(),
             # mutated inputs (batch norm's running stats) are overwritten by the graph, as
             # Inductor asks: `copy_` into the input, which the kernel computing the new value
@@ -181,6 +181,48 @@ def aten_graphs(
             keep_inference_input_mutations=True,
         )(gm, inputs)
     return compiled, graphs
+
+
+#: ops that grow a tensor by data movement alone, which torch's min-cut partitioner may not
+#: recompute (they are not on its list) though a kernel recomputes them as a masked or strided load
+GROWING = ("constant_pad_nd", "unfold")
+
+
+def _partition(joint: torch.fx.GraphModule, inputs: list, **kwargs):
+    """torch's min-cut partitioner, told to recompute in the backward each pad and unfold that
+    grows a tensor the backward reads through it (`PREFER_RECOMPUTE`, the tag selective
+    activation checkpointing puts): the smaller tensor is saved instead. A stem convolution's
+    windows (passes/aten_rules/convolution.py: 122 MB for ResNet-18 at 32 images of 224×224,
+    the image 9.6 MB) were saved for the weight's gradient; now the forward need not write them
+    (mm-templates' `gathers`), and the backward gathers them again."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    graph = joint.graph
+    backward: set = set()  # what the tangents flow into
+    for node in graph.nodes:
+        if node.op == "placeholder" and node.name.startswith("tangents"):
+            backward.add(node)
+        elif any(arg in backward for arg in node.all_input_nodes):
+            backward.add(node)
+    feeds: set = set()  # forward nodes the backward reads, directly or through others
+    for node in reversed(graph.nodes):
+        if node not in backward and any(u in backward or u in feeds for u in node.users):
+            feeds.add(node)
+    for node in feeds:
+        name = getattr(node.target, "__name__", "").split(".")[0]
+        if name in GROWING and "recompute" not in node.meta and _grows(node):
+            node.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
+    return min_cut_rematerialization_partition(joint, inputs, **kwargs)
+
+
+def _grows(node: torch.fx.Node) -> bool:
+    """Whether the node's result holds at least as many elements as its input (a pad, not a
+    crop), where the sizes tell."""
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+    out, src = node.meta.get("val"), node.args[0].meta.get("val")
+    return out is not None and src is not None and guard_or_false(out.numel() >= src.numel())
 
 
 @contextmanager

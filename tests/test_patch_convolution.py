@@ -243,7 +243,13 @@ def test_a_stem_trains_as_matmuls_and_matches_eager(tmp_path, monkeypatch):
     backward = (tmp_path / "graph0_backward.00.aten").read_text()
     assert "aten.unfold.default" in forward and "convolution" not in forward
     assert "aten.mm.default" in backward and "convolution" not in backward
-
+    # the backward gathers the windows again from the image (to_aten._partition), which the
+    # forward saves instead of them; so the forward's matmul is a template that gathers them
+    saved = forward.split("aten.output")[1]
+    assert "%constant_pad_nd" not in saved and "%primals_2" in saved, saved
+    assert "aten.unfold.default" in backward
+    program = next(tmp_path.glob("graph0_forward.*.py")).read_text().split("def call(")[1]
+    assert "triton_tem_fused" in program and "aten_mm" not in program
 
 
 @pytest.mark.usefixtures("isolated_runtime")
