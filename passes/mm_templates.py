@@ -66,7 +66,8 @@ SELECT = ("aten", "template", "autotune")
 class MmTemplates(GraphPass, name="mm-templates", input="loops"):
     """Select Triton matmul templates (fused prologues and epilogues) or ATen for mm, addmm, bmm.
 
-    `select` is aten (default), template or autotune (a benchmark decides, else aten)."""
+    `select` is aten (default), template or autotune (a benchmark decides, else aten);
+    `gathers` makes a template of a matmul over a gathered operand whatever `select` says."""
 
     select: str = option(
         "aten", "aten (cuBLAS), template (every eligible matmul), or autotune (a benchmark decides)"
