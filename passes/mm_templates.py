@@ -18,8 +18,8 @@ benchmark of the template against ATen decides, mind/tuning.py, once per problem
 where nothing can be timed, as with no GPU, ATen). Eligible: static sizes, m and n above 1,
 inputs and result of one dtype among f32, f16 and bf16.
 
-Whatever `select` says, `gathers` (on by default) makes a template of a matmul whose operand is
-gathered, with overlap, from a tensor at least GATHER_MIN times smaller than itself: the
+Whatever `select` says, `gathers` (on by default) makes a template of a matmul whose `a` operand
+is gathered, with overlap, from a tensor at least GATHER_MIN times smaller than itself: the
 windows of a stem convolution as a matmul (passes/aten_rules/convolution.py). cuBLAS needs the
 operand written out and read back; the template gathers each tile in its k-loop, from a source
 that stays in L2. On an H100, ResNet-18's bf16 stem (32 images of 224×224) wrote 122 MB of
@@ -73,7 +73,7 @@ class MmTemplates(GraphPass, name="mm-templates", input="loops"):
         "aten", "aten (cuBLAS), template (every eligible matmul), or autotune (a benchmark decides)"
     )
     gathers: bool = option(
-        True, "a template for every matmul whose operand is gathered, with overlap, from a tensor"
+        True, "a template for every matmul whose left operand is gathered, with overlap, from a tensor"
         f" at least {GATHER_MIN} times smaller (whatever select says)"
     )  # fmt: skip
 
@@ -124,25 +124,28 @@ def eligible(op: Operation) -> bool:
 
 
 def gathered(call: LoopsCall, block: Block) -> bool:
-    """Whether an operand of the matmul is gathered, for it alone, from a tensor at least
+    """Whether the matmul's `a` operand is gathered, for it alone, from a tensor at least
     GATHER_MIN times smaller than itself, through the nodes and views a template reads it
     through. (Where another op reads a node of the gather, as a training graph's output saved
-    for the backward, the gather is written out anyway.) Not where k outnumbers the result's
-    elements (a weight's gradient over a batch's windows): a template runs one program per
-    output tile, each looping over all of k, too few programs for a GPU; cuBLAS splits k."""
-    (ia, ib), _ = MATMULS[call.symbol]
-    if call.values[ia].type.shape[-1] > math.prod(call.result.type.shape[-2:]):
+    for the backward, the gather is written out anyway.)
+
+    Not where k outnumbers the result's elements: a template runs one program per output tile,
+    each looping over all of k, too few programs for a GPU; cuBLAS splits k. And not for a
+    gathered `b` (a weight's gradient over windows, `grads.t() @ windows`): tried as a template
+    split along k (not kept), it took 20 ms on an H100 for ResNet-18's stem, against 0.19 ms for
+    the gather and cuBLAS, for a cause not found yet; a gathered `a` (windows as rows) took
+    147 µs against 228."""
+    (ia, _), _ = MATMULS[call.symbol]
+    operand = call.values[ia]
+    if operand.type.shape[-1] > math.prod(call.result.type.shape[-2:]):
         return False
-    for operand in (call.values[ia], call.values[ib]):
-        chain, source = read_through(operand)
-        nodes = {op for op in chain if isinstance(op, Pointwise)}
-        if source is None or not nodes:
-            continue
-        if any(not consumers(op.result, block) <= nodes | {call} for op in nodes):
-            continue
-        if math.prod(operand.type.shape) >= GATHER_MIN * math.prod(source.type.shape):
-            return True
-    return False
+    chain, source = read_through(operand)
+    nodes = {op for op in chain if isinstance(op, Pointwise)}
+    if source is None or not nodes:
+        return False
+    if any(not consumers(op.result, block) <= nodes | {call} for op in nodes):
+        return False
+    return math.prod(operand.type.shape) >= GATHER_MIN * math.prod(source.type.shape)
 
 
 def rewrite(block: Block, call: LoopsCall, reserved: set[str]) -> None:
