@@ -16,6 +16,9 @@ program wrote (a node whose body is a load and a cast: `x.to(torch.bfloat16)`) k
 rounding. On an H200 the rounding cost GPT-2's tanh GELU (bf16, 2048 x 3072) 16%: 10.0 against
 8.6 us.
 `emulate-precision-casts=true` keeps every rounding, for results equal to eager's op by op.
+A matmul template (mm-templates) keeps them always: its operands are what the matmul multiplies,
+and tl.dot multiplies bf16 operands on tensor cores, f32 ones, unrounded, in IEEE f32 without
+them (a template whose gradient operand lost its rounding took 20 ms on an H100, not 0.2).
 """
 
 from __future__ import annotations
@@ -86,7 +89,9 @@ def inline_graph(graph: Operation, emulate_precision_casts: bool = False) -> Non
 
 
 def _inline_node(node: Pointwise | Scatter, emulate_precision_casts: bool) -> None:
-    body = _BodyBuilder(node, keep_rounding=emulate_precision_casts)
+    # a matmul template's operands keep their rounding: tl.dot multiplies them in their dtype
+    template = node.attrs.get("template") is not None
+    body = _BodyBuilder(node, keep_rounding=emulate_precision_casts or template)
     env = body.run(node.body, {}, None)
     body.b.append(node.body.terminator.clone(env))
     for rounded in body.rounded:
