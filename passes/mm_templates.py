@@ -133,8 +133,9 @@ def gathered(call: LoopsCall, block: Block) -> bool:
     each looping over all of k, too few programs for a GPU; cuBLAS splits k. And not for a
     gathered `b` (a weight's gradient over windows, `grads.t() @ windows`): tried as a template
     split along k (not kept), it took 20 ms on an H100 for ResNet-18's stem, against 0.19 ms for
-    the gather and cuBLAS, for a cause not found yet; a gathered `a` (windows as rows) took
-    147 µs against 228."""
+    the gather and cuBLAS. Its gradient operand had lost its bf16 rounding in inline (kept for
+    templates since), so tl.dot ran in IEEE f32; it is not measured again. A gathered `a`
+    (windows as rows) took 147 µs against 228."""
     (ia, _), _ = MATMULS[call.symbol]
     operand = call.values[ia]
     if operand.type.shape[-1] > math.prod(call.result.type.shape[-2:]):
