@@ -41,6 +41,7 @@ from mind.dialects.loops import (
     Index,
     Load,
     Pointwise,
+    Reduction,
     Scatter,
     View,
     Yield,
@@ -90,7 +91,7 @@ def inline_graph(graph: Operation, emulate_precision_casts: bool = False) -> Non
 
 def _inline_node(node: Pointwise | Scatter, emulate_precision_casts: bool) -> None:
     # a matmul template's operands keep their rounding: tl.dot multiplies them in their dtype
-    template = node.attrs.get("template") is not None
+    template = isinstance(node, Reduction) and node.template is not None
     body = _BodyBuilder(node, keep_rounding=emulate_precision_casts or template)
     env = body.run(node.body, {}, None)
     body.b.append(node.body.terminator.clone(env))

@@ -195,15 +195,13 @@ def _partition(joint: torch.fx.GraphModule, inputs: list, **kwargs):
     windows (passes/aten_rules/convolution.py: 122 MB for ResNet-18 at 32 images of 224×224,
     the image 9.6 MB) were saved for the weight's gradient; now the forward need not write them
     (mm-templates' `gathers`), and the backward gathers them again."""
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._functorch.partitioners import _is_tangent, min_cut_rematerialization_partition
     from torch.utils.checkpoint import CheckpointPolicy
 
     graph = joint.graph
     backward: set = set()  # what the tangents flow into
     for node in graph.nodes:
-        if node.op == "placeholder" and node.name.startswith("tangents"):
-            backward.add(node)
-        elif any(arg in backward for arg in node.all_input_nodes):
+        if _is_tangent(node) or any(arg in backward for arg in node.all_input_nodes):
             backward.add(node)
     feeds: set = set()  # forward nodes the backward reads, directly or through others
     for node in reversed(graph.nodes):
