@@ -225,11 +225,26 @@ def read_through(operand: Value) -> tuple[list[Operation], Value | None]:
 
 def _prologue_loads(node: Pointwise) -> list[Value] | None:
     """What a template reading through the node loads (at most one tensor, once), or None where
-    it cannot read through: the body loads more, or does more than PROLOGUE_KINDS lists."""
+    it cannot read through: the body loads more, or does more than PROLOGUE_KINDS lists, or it
+    rounds a value computed for it to a narrower dtype (a gradient computed in f32, rounded to
+    bf16): that value is realized either way, and realized narrow it takes half the bytes to
+    write and for the template to reread."""
     ops = node.body.ops
     loads = [op.source for op in ops if isinstance(op, Load)]
     kinds_ok = all(op.kind in PROLOGUE_KINDS for op in ops)
-    return loads if kinds_ok and len(loads) <= 1 and outer_tensors(node) == loads else None
+    if not kinds_ok or len(loads) > 1 or outer_tensors(node) != loads:
+        return None
+    if loads and loads[0].type.dtype.itemsize > node.result.type.dtype.itemsize:
+        _, source = read_through(loads[0])
+        if source is not None and _computed(source):
+            return None
+    return loads
+
+
+def _computed(value: Value) -> bool:
+    """Whether an unrealized pointwise node computes the value (`_realize_source` realizes it)."""
+    node = producer(value)
+    return isinstance(node, Pointwise) and not is_realized(node)
 
 
 def _realize_source(operand: Value) -> None:
@@ -238,9 +253,9 @@ def _realize_source(operand: Value) -> None:
     each operand tile many times, so its prologue loads each element once and does little to
     it."""
     _, source = read_through(operand)
-    node = producer(source) if source is not None else None
-    if not isinstance(node, Pointwise) or is_realized(node):
+    if source is None or not _computed(source):
         return
+    node = producer(source)
     t = node.result.type
     node.result.type = dataclasses.replace(t, strides=contiguous_strides(t.shape))
     node.layout = "flexible"
