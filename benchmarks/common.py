@@ -5,9 +5,11 @@ compile caches."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -81,9 +83,12 @@ def names_arg(choices: tuple[str, ...] | list[str]) -> Callable[[str], list[str]
 
 def fresh_caches(folder: str | None = None) -> str:
     """Point Inductor's, Triton's and mind's on-disk caches at a new folder (`folder`, or a new
-    temporary one) unless the caller chose them, so first-call times are cold compiles, not cache
-    hits from an earlier run. Returns Inductor's."""
-    folder = folder or tempfile.mkdtemp(prefix="mind-bench-")
-    for var, sub in CACHE_DIRS.items():
-        os.environ.setdefault(var, os.path.join(folder, sub))
+    temporary one, removed when the process exits) unless the caller chose them, so first-call
+    times are cold compiles, not cache hits from an earlier run. Returns Inductor's."""
+    unset = [var for var in CACHE_DIRS if var not in os.environ]
+    if unset and folder is None:
+        folder = tempfile.mkdtemp(prefix="mind-bench-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for var in unset:
+        os.environ[var] = os.path.join(folder, CACHE_DIRS[var])
     return os.environ["TORCHINDUCTOR_CACHE_DIR"]

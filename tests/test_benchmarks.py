@@ -4,8 +4,10 @@ No timing is asserted; the numbers that matter come from a GPU run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,30 @@ def test_small_cpu_run_covers_every_case(tmp_path, capsys, monkeypatch):
         assert ("error" in mind) or (mind["ok"] in (True, False) and mind["ms"] > 0), row
         assert f"| {row['name']} |" in stdout
     assert "| case | dtype | bytes moved | eager ms | mind ms |" in stdout
+
+
+def test_fresh_caches_are_removed_when_the_process_exits(tmp_path):
+    """A benchmark's fresh caches (Inductor's, Triton's, mind's compiled kernels) go with the
+    process that made them, rather than piling up in the temporary folder run after run; caches
+    the caller chose stay where they are."""
+    script = (
+        "import os\n"
+        "from benchmarks.common import fresh_caches\n"
+        "made = os.path.dirname(fresh_caches())\n"
+        "os.makedirs(os.environ['MIND_CACHE_DIR'])\n"
+        "open(os.path.join(os.environ['MIND_CACHE_DIR'], 'kernel.py'), 'w').close()\n"
+        "print(made, os.environ['TRITON_CACHE_DIR'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in CACHE_DIRS}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "mine")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    made, triton = out.stdout.split()
+    assert triton == str(tmp_path / "mine")
+    assert made.startswith(tempfile.gettempdir()) and not Path(made).exists()
 
 
 def test_script_form_rejects_bad_case_name():
