@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import sympy
+from mind.analysis.deps import erase_dead
 from mind.analysis.loops import (
     compose_view,
     flat_offset,
@@ -95,9 +97,7 @@ def _inline_node(node: Pointwise | Scatter, emulate_precision_casts: bool) -> No
     body = _BodyBuilder(node, keep_rounding=emulate_precision_casts or template)
     env = body.run(node.body, {}, None)
     body.b.append(node.body.terminator.clone(env))
-    for rounded in body.rounded:
-        if not rounded.users:
-            rounded.owner.erase()
+    erase_dead(body.block)  # roundings undone, the operands of a `where` found redundant
     for i, value in enumerate(v for op in body.block.ops for v in op.results):
         value.name = str(i)
     old = node.regions[0].block
@@ -142,9 +142,9 @@ class _BodyBuilder:
                 env[op.result] = self.index(op, subs)
             elif isinstance(op, Cast) and self.unrounds(env[op.x], op.result.type.dtype):
                 env[op.result] = self.rounded[env[op.x]]
-            elif getattr(op, "kind", None) == "where" and _selects(
-                env[op.operands[1]], env[op.operands[0]], env[op.operands[2]]
-            ):  # where(c, where(c, x, y), y): a masked load of a pad's body, then the pad's own
+            elif getattr(op, "kind", None) == "where" and _redundant(
+                *(env[v] for v in op.operands)
+            ):
                 env[op.result] = env[op.operands[1]]
             else:
                 env[op.result] = self.b.append(op.clone(env))
@@ -178,7 +178,7 @@ class _BodyBuilder:
         value = self.emit(node.body, {pvar(i): e for i, e in enumerate(index)}, active)
         if not self.keep_rounding and _rounds(value) and not _converts(node):
             self.rounded[value] = value.owner.x
-        if own_mask is None:
+        if own_mask is None or _covers(value, own_mask, other):
             return value
         fallback = self.b.emit("constant", dtype, value=other, loc=op.loc)
         return self.b.emit("where", dtype, [own_mask, value, fallback], loc=op.loc)
@@ -246,12 +246,32 @@ class _BodyBuilder:
         return self.b.emit("logical_and", dt.b8, [a, b])
 
 
-def _selects(value: Value, mask: Value, other: Value) -> bool:
-    """Whether `value` is already `where(mask, ..., other)`."""
+def _redundant(mask: Value, value: Value, other: Value) -> bool:
+    """Whether `where(mask, value, other)` is `value`: it is already `where(mask, ..., other)` (a
+    masked load of a pad's body, then the pad's own), or a load masked by `mask` (and maybe more)
+    whose `other` is the constant `other` (the pad's where over its own masked load)."""
     op = value.owner
-    return (
-        getattr(op, "kind", None) == "where" and op.operands[0] is mask and op.operands[2] is other
-    )
+    if getattr(op, "kind", None) == "where":
+        return op.operands[0] is mask and op.operands[2] is other
+    constant = other.owner
+    return getattr(constant, "kind", None) == "constant" and _covers(value, mask, constant.value)
+
+
+def _covers(value: Value, mask: Value, other: bool | int | float) -> bool:
+    """Whether `value` is a load masked by `mask` among others whose `other` is `other` (the same
+    number, zeros of the same sign): where `mask` is false, it yields `other` itself."""
+    op = value.owner
+    if not isinstance(op, Load) or op.mask is None or mask not in _conjuncts(op.mask):
+        return False
+    return op.other == other and math.copysign(1, op.other) == math.copysign(1, other)
+
+
+def _conjuncts(mask: Value) -> set[Value]:
+    """The mask and every value it ands together, at any depth."""
+    op = mask.owner
+    if getattr(op, "kind", None) != "logical_and":
+        return {mask}
+    return {mask} | _conjuncts(op.operands[0]) | _conjuncts(op.operands[1])
 
 
 def _rounds(value: Value) -> bool:
