@@ -23,11 +23,11 @@
   the matmul 72 µs), a training step 1694 µs against 1829 µs; the rows cost 122 MB of memory.
   Where nothing but the matmul reads the rows (inference: no backward saves them), a Triton
   template gathers them tile by tile instead, with the batch norm and ReLU after it
-  (mm-templates' `gathers`): ResNet's stem is one 148 µs kernel, and its forward 464 µs in
-  115 MiB at the most (219 MiB with the rows). In training the backward gathers the rows again
-  for the weight's gradient, rather than the forward saving them (passes/to_aten.py
-  `_partition`): a ResNet-18 step peaks at 366 MiB instead of 482, for 3% more GPU time (1.71
-  against 1.66 ms; Inductor 332 MiB, 1.89 ms).
+  (mm-templates' `gathers`): ResNet's stem is one 102 µs kernel, and its forward 417 µs in
+  115 MiB at the most (219 MiB with the rows; Inductor 634 µs, 136 MiB). In training the
+  backward gathers the rows again for the weight's gradient, rather than the forward saving
+  them (passes/to_aten.py `_partition`): a ResNet-18 step peaks at 366 MiB instead of 482, in
+  1.68 ms of GPU time (Inductor 332 MiB, 1.92 ms).
 - **Bias:** otherwise the bias is peeled off, as Inductor's lowering does on GPUs: the library
   convolution runs without it, and the bias is a broadcast add that fuses into the pointwise or
   normalization kernel that reads the convolution's output. cuDNN adds a bias in a kernel of its
