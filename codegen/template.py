@@ -15,6 +15,7 @@ A node of another shape goes to the other strategies, which compute the same sum
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy
@@ -274,10 +275,37 @@ def _k_loop(b: KernelBuilder, top: Scope, mm: Matmul, tiles: Tiles, k: Group) ->
 
 
 def _tile(b: KernelBuilder, scope: Scope, value: Value, shape: tuple, masked: bool) -> Value:
-    """An operand as a full tile of `shape`; past the k tail, zeros."""
+    """An operand as a full tile of `shape`; past the k tail, zeros: the `other` of a load
+    masked along k, where the operand is that load (or a cast of it), else a `where`."""
     if tuple(shape_of(value)) != shape:
         value = b.emit(scope, "broadcast_to", [value], dtype_of(value), shape)
-    if not masked:
+    if not masked or _zero_where_off(value, scope.indices["kmask"]):
         return value
     zero = b.full(scope, 0.0, dtype_of(value), (1, 1))
     return b.emit_op(scope, "where", [scope.indices["kmask"], value, zero], dtype_of(value))
+
+
+def _zero_where_off(value: Value, mask: Value) -> bool:
+    """Whether `value` is a load, or a cast of one, masked by `mask` (among others) that yields
+    zero where its mask is off: its `other` a positive zero, or none yet, which it is given."""
+    op = value.owner
+    while op is not None and op.name == "triton.cast":
+        op = op.operands[0].owner
+    if op is None or op.name != "triton.load" or not _masked_by(op.attrs.get("mask"), mask):
+        return False
+    if op.attrs.get("other") is None:
+        op.set_attr("other", 0.0)
+    other = op.attrs["other"]
+    return other == 0 and math.copysign(1, other) > 0
+
+
+def _masked_by(value: Value | None, mask: Value) -> bool:
+    """Whether `mask` is `value` or one of the values it ands together."""
+    if value is mask:
+        return True
+    op = value.owner if value is not None else None
+    return (
+        op is not None
+        and op.name == "triton.logical_and"
+        and any(_masked_by(v, mask) for v in op.operands)
+    )

@@ -139,3 +139,18 @@ def test_batches_past_grid_axis_1_fold_over_axis_2(tmp_path, monkeypatch):
     text = kernels(tmp_path)
     assert "grid = (1, 2, 3)" in text
     assert "triton.index(Min(4, bpid + 2*bpid_z)" in text
+
+
+def test_the_k_tail_is_zero_whatever_the_prologue_computes(tmp_path, monkeypatch):
+    """Past the k tail a plain operand load yields 0 as its `other`; a prologue that shifts its
+    load (x + 1 is 1 where the load yields 0) is zeroed by a `where` instead."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+
+    def fn(x, w):
+        return (x + 1) @ w
+
+    args = torch.randn(64, 70), torch.randn(70, 48)  # k = 70: two 32-wide tiles and a tail
+    torch.testing.assert_close(run(fn, *args), fn(*args), rtol=1e-4, atol=1e-4)
+    loop = kernels(tmp_path).split("triton.for(")[1].split("triton.yield")[0]
+    # the shifted operand's where, and the plain operand's load with its other
+    assert loop.count("triton.where(") == 1 and loop.count("other = 0.0") == 1, loop
