@@ -539,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", type=Path, default=None, help="write counts and crashes as JSON")
     args = p.parse_args(argv)
+    import torch  # noqa: F401  (its import sets the "torch" logger's level: set it after)
+
     logging.getLogger("torch").setLevel(logging.CRITICAL)  # torch logs what to-aten rejects
     corpus = lit_corpus(args.corpus) + (capture_corpus() if args.captures else [])
     if not corpus:
