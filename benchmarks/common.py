@@ -14,6 +14,8 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 
+from benchmarks import CALLER_SET
+
 # The on-disk compile caches, by environment variable, and their folders under `fresh_caches`.
 CACHE_DIRS = {
     "TORCHINDUCTOR_CACHE_DIR": "inductor",
@@ -82,10 +84,12 @@ def names_arg(choices: tuple[str, ...] | list[str]) -> Callable[[str], list[str]
 
 
 def fresh_caches(folder: str | None = None) -> str:
-    """Point Inductor's, Triton's and mind's on-disk caches at a new folder (`folder`, or a new
-    temporary one, removed when the process exits) unless the caller chose them, so first-call
-    times are cold compiles, not cache hits from an earlier run. Returns Inductor's."""
-    unset = [var for var in CACHE_DIRS if var not in os.environ]
+    """Point Inductor's, Triton's and mind's on-disk caches at `folder` (a row's own), so that
+    first-call times are cold compiles, not cache hits from an earlier run; without one, those
+    the caller named none for (`CALLER_SET`) at a new temporary folder, removed when the process
+    exits. A value torch set counts as none: its default folder is shared by every run, and a
+    row's process inherits it from the driver (which ran the profiler). Returns Inductor's."""
+    unset = [var for var in CACHE_DIRS if folder is not None or var not in CALLER_SET]
     if unset and folder is None:
         folder = tempfile.mkdtemp(prefix="mind-bench-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)

@@ -44,28 +44,37 @@ def test_small_cpu_run_covers_every_case(tmp_path, capsys, monkeypatch):
     assert "| case | dtype | bytes moved | eager ms | mind ms |" in stdout
 
 
-def test_fresh_caches_are_removed_when_the_process_exits(tmp_path):
+def test_fresh_caches_are_cold_and_removed_when_the_process_exits(tmp_path):
     """A benchmark's fresh caches (Inductor's, Triton's, mind's compiled kernels) go with the
-    process that made them, rather than piling up in the temporary folder run after run; caches
-    the caller chose stay where they are."""
+    process that made them, rather than piling up in the temporary folder run after run. A cache
+    the caller chose stays where it is; the default folder that importing `torch._dynamo` puts
+    in the environment does not count as chosen (every run shares it: Inductor's first calls
+    were warm from the second run on), nor does an inherited value where a row names its own."""
     script = (
-        "import os\n"
+        "import os, sys\n"
         "from benchmarks.common import fresh_caches\n"
-        "made = os.path.dirname(fresh_caches())\n"
+        "import torch._dynamo\n"
+        "assert os.environ['TORCHINDUCTOR_CACHE_DIR']  # torch's default, set by the import\n"
+        "inductor = fresh_caches()\n"
+        "made, mine = os.path.dirname(inductor), os.environ['TRITON_CACHE_DIR']\n"
         "os.makedirs(os.environ['MIND_CACHE_DIR'])\n"
         "open(os.path.join(os.environ['MIND_CACHE_DIR'], 'kernel.py'), 'w').close()\n"
-        "print(made, os.environ['TRITON_CACHE_DIR'])\n"
+        "row = fresh_caches(sys.argv[1])\n"
+        "print(made, inductor, mine, os.environ['TRITON_CACHE_DIR'], row)\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in CACHE_DIRS}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "mine")
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True
-    )
+        [sys.executable, "-c", script, str(tmp_path / "row")],
+        cwd=root, env=env, capture_output=True, text=True,
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    made, triton = out.stdout.split()
-    assert triton == str(tmp_path / "mine")
+    made, inductor, mine, triton, row = out.stdout.split()
+    assert inductor == os.path.join(made, "inductor") and mine == str(tmp_path / "mine")
     assert made.startswith(tempfile.gettempdir()) and not Path(made).exists()
+    assert triton == str(tmp_path / "row" / "triton")  # the row's, over the caller's
+    assert row == str(tmp_path / "row" / "inductor")
 
 
 def test_script_form_rejects_bad_case_name():
