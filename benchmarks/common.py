@@ -89,10 +89,10 @@ def fresh_caches(folder: str | None = None) -> str:
     the caller named none for (`CALLER_SET`) at a new temporary folder, removed when the process
     exits. A value torch set counts as none: its default folder is shared by every run, and a
     row's process inherits it from the driver (which ran the profiler). Returns Inductor's."""
-    unset = [var for var in CACHE_DIRS if folder is not None or var not in CALLER_SET]
-    if unset and folder is None:
+    fresh = [var for var in CACHE_DIRS if folder is not None or var not in CALLER_SET]
+    if fresh and folder is None:
         folder = tempfile.mkdtemp(prefix="mind-bench-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    for var in unset:
+    for var in fresh:
         os.environ[var] = os.path.join(folder, CACHE_DIRS[var])
     return os.environ["TORCHINDUCTOR_CACHE_DIR"]
