@@ -1,9 +1,14 @@
 """What rewrites of scheduled node bodies (passes/online_softmax.py, passes/welford.py) and the
 strategies that rebuild them (passes/split_reductions.py, codegen/template.py) match on: the op defining
 each body value, the ops a value depends on, and structural equality of values (a fused body
-reloads and recomputes what it already has, so the same quantity appears as several values)."""
+reloads and recomputes what it already has, so the same quantity appears as several values).
+Also, in any dialect's bodies, what a mask ands together and whether a masked load's `other` is
+a given number (passes/inline.py, codegen/template.py drop the `where` such a load makes
+redundant)."""
 
 from __future__ import annotations
+
+import math
 
 from mind.dialects.scheduled import Reduction
 from mind.ir.core import Block, Operation, Value
@@ -13,6 +18,19 @@ from mind.ir.types import ScalarType
 def definitions(body: Block) -> dict[Value, Operation]:
     """Each body value -> the op that defines it."""
     return {r: op for op in body.ops for r in op.results}
+
+
+def conjuncts(mask: Value) -> set[Value]:
+    """The mask and every value it ands together (`logical_and`, of any dialect), at any depth."""
+    op = mask.owner
+    if op is None or op.kind != "logical_and":
+        return {mask}
+    return {mask}.union(*(conjuncts(v) for v in op.operands))
+
+
+def same_number(a: bool | int | float, b: bool | int | float) -> bool:
+    """Equal numbers, zeros of the same sign (a load's `other` stands for a `where`'s)."""
+    return a == b and math.copysign(1, a) == math.copysign(1, b)
 
 
 def closure(ops: list[Operation], targets: list[Operation]) -> list[Operation]:

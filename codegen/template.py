@@ -15,13 +15,12 @@ A node of another shape goes to the other strategies, which compute the same sum
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import sympy
 from mind.analysis.deps import INDEXED
 from mind.analysis.loops import pvar
-from mind.analysis.patterns import closure
+from mind.analysis.patterns import closure, conjuncts, same_number
 from mind.analysis.phases import Phases
 from mind.dialects.scheduled import Node, Reduction
 from mind.dialects.triton import For, Yield, dtype_of, shape_of
@@ -279,33 +278,23 @@ def _tile(b: KernelBuilder, scope: Scope, value: Value, shape: tuple, masked: bo
     masked along k, where the operand is that load (or a cast of it), else a `where`."""
     if tuple(shape_of(value)) != shape:
         value = b.emit(scope, "broadcast_to", [value], dtype_of(value), shape)
-    if not masked or _zero_where_off(value, scope.indices["kmask"]):
+    if not masked:
+        return value
+    kmask = scope.indices["kmask"]
+    load = _load_masked_by(value, kmask)
+    if load is not None and load.attrs.get("other") is None:
+        load.set_attr("other", 0.0)
+    if load is not None and same_number(load.attrs["other"], 0.0):
         return value
     zero = b.full(scope, 0.0, dtype_of(value), (1, 1))
-    return b.emit_op(scope, "where", [scope.indices["kmask"], value, zero], dtype_of(value))
+    return b.emit_op(scope, "where", [kmask, value, zero], dtype_of(value))
 
 
-def _zero_where_off(value: Value, mask: Value) -> bool:
-    """Whether `value` is a load, or a cast of one, masked by `mask` (among others) that yields
-    zero where its mask is off: its `other` a positive zero, or none yet, which it is given."""
+def _load_masked_by(value: Value, mask: Value) -> Operation | None:
+    """The load that `value` is, or casts, where `mask` is among what masks it."""
     op = value.owner
-    while op is not None and op.name == "triton.cast":
+    while op is not None and op.kind == "cast":
         op = op.operands[0].owner
-    if op is None or op.name != "triton.load" or not _masked_by(op.attrs.get("mask"), mask):
-        return False
-    if op.attrs.get("other") is None:
-        op.set_attr("other", 0.0)
-    other = op.attrs["other"]
-    return other == 0 and math.copysign(1, other) > 0
-
-
-def _masked_by(value: Value | None, mask: Value) -> bool:
-    """Whether `mask` is `value` or one of the values it ands together."""
-    if value is mask:
-        return True
-    op = value.owner if value is not None else None
-    return (
-        op is not None
-        and op.name == "triton.logical_and"
-        and any(_masked_by(v, mask) for v in op.operands)
-    )
+    if op is None or op.kind != "load" or op.attrs.get("mask") is None:
+        return None
+    return op if mask in conjuncts(op.attrs["mask"]) else None

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 from dataclasses import dataclass, field
 
 import sympy
@@ -38,6 +37,7 @@ from mind.analysis.loops import (
     simplify_index,
     substitute,
 )
+from mind.analysis.patterns import conjuncts, same_number
 from mind.dialects.loops import (
     Cast,
     Index,
@@ -258,20 +258,12 @@ def _redundant(mask: Value, value: Value, other: Value) -> bool:
 
 
 def _covers(value: Value, mask: Value, other: bool | int | float) -> bool:
-    """Whether `value` is a load masked by `mask` among others whose `other` is `other` (the same
-    number, zeros of the same sign): where `mask` is false, it yields `other` itself."""
+    """Whether `value` is a load masked by `mask` among others whose `other` is `other`: where
+    `mask` is false, it yields `other` itself."""
     op = value.owner
-    if not isinstance(op, Load) or op.mask is None or mask not in _conjuncts(op.mask):
+    if not isinstance(op, Load) or op.mask is None or mask not in conjuncts(op.mask):
         return False
-    return op.other == other and math.copysign(1, op.other) == math.copysign(1, other)
-
-
-def _conjuncts(mask: Value) -> set[Value]:
-    """The mask and every value it ands together, at any depth."""
-    op = mask.owner
-    if getattr(op, "kind", None) != "logical_and":
-        return {mask}
-    return {mask} | _conjuncts(op.operands[0]) | _conjuncts(op.operands[1])
+    return same_number(op.other, other)
 
 
 def _rounds(value: Value) -> bool:
