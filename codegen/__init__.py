@@ -4,6 +4,7 @@ made by the first strategy in STRATEGIES that applies to it.
     plan.py            KernelPlan, Launch, the Strategy base class
     pointwise.py       no reductions: 1-D or 2-D tiles
     persistent.py      a row in registers
+    cooperative.py     a long row in the registers of several programs, which merge partials
     looped.py          a row in blocks, one r-loop per phase
     template.py        a matmul (template = "mm"): tl.dot over tiles, the epilogue fused
     kernel.py          the builder they share: signature, index blocks, masks, body ops
@@ -23,6 +24,7 @@ from mind.ir.core import Value
 
 from . import online_softmax, welford  # noqa: F401  (add their accumulators)
 from .autotune import with_candidates
+from .cooperative import Cooperative
 from .looped import Looped
 from .persistent import Persistent
 from .plan import KernelPlan, Launch, Options, Strategy
@@ -30,7 +32,7 @@ from .pointwise import Pointwise
 from .template import MatmulTemplate
 
 #: tried in order: the first strategy that applies to a node plans it
-STRATEGIES: list[Strategy] = [Pointwise(), MatmulTemplate(), Persistent(), Looped()]
+STRATEGIES: list[Strategy] = [Pointwise(), MatmulTemplate(), Persistent(), Cooperative(), Looped()]
 
 
 def plan_node(

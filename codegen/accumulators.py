@@ -5,6 +5,10 @@ kernel). The strategies read the family's accumulator; a new family is a new Acc
 In an r-loop each kind carries full [XBLOCK, R0_BLOCK] accumulators: `init` makes them, `step`
 folds one more block in (masked lanes keep their value), `finish` reduces them across the block
 after the loop.
+
+In a cooperative kernel (codegen/cooperative.py) each program reduces its chunk of the row to
+`partial` values, carried values as `finish` merges them, and every program of the row merges
+all the chunks' partials with `finish`, laid along r.
 """
 
 from __future__ import annotations
@@ -35,6 +39,15 @@ class Accumulator:
         raise NotImplementedError
 
     def finish(self, b: KernelBuilder, scope: Scope, op: ReductionOp, out: list[Value]):
+        raise NotImplementedError
+
+    def cooperates(self, op: ReductionOp) -> bool:
+        """Whether `partial` gives `op`'s share of a row as f32 values (the workspace's type)."""
+        return False
+
+    def partial(self, b: KernelBuilder, scope: Scope, op: ReductionOp) -> list[tuple[Value, float]]:
+        """A chunk's share of the row, each value with what merges as nothing (the value a lane
+        past the last chunk holds)."""
         raise NotImplementedError
 
 
@@ -76,6 +89,15 @@ class Fold(Accumulator):
 
     def finish(self, b, scope, op, out):
         return [reduce_block(b, scope, out, REDUCTIONS[op.reduction_type], op.result.type.dtype)]
+
+    def cooperates(self, op):
+        kind, rdt = REDUCTIONS[op.reduction_type], op.result.type.dtype
+        return (
+            kind.family == "plain" and kind.accumulator(op.value.type.dtype, rdt) == rdt == dt.f32
+        )
+
+    def partial(self, b, scope, op):
+        return [(self.rows(b, scope, op)[0], REDUCTIONS[op.reduction_type].neutral(dt.f32))]
 
 
 class Best(Accumulator):

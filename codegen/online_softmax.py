@@ -53,6 +53,17 @@ class OnlineSoftmax(Accumulator):
         s_new = b.emit_op(scope, "where", [empty, zero, total], dtype)
         return [m_next, *keep_masked(b, scope, [s_new], [s], mask)]
 
+    def cooperates(self, op):
+        return op.results[0].type.dtype == dt.f32
+
+    def partial(self, b, scope, op):
+        """The chunk's max and sum; a chunk of -inf alone sums to 0 (not exp(-inf - -inf),
+        nan), as a lane that has seen only -inf does in an r-loop."""
+        m, s = self.rows(b, scope, op)
+        ninf, zero = _constants(b, scope, dt.f32)
+        empty = b.emit_op(scope, "eq", [m, ninf], dt.b8)
+        return [(m, float("-inf")), (b.emit_op(scope, "where", [empty, zero, s], dt.f32), 0.0)]
+
     def finish(self, b, scope, op, out):
         m, s = out
         dtype = dtype_of(s)

@@ -29,6 +29,7 @@ class Options(Protocol):
     max_r_block: int
     max_warps: int
     autotune: bool
+    cooperative: bool
 
 
 @dataclass(frozen=True)

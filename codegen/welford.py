@@ -17,7 +17,7 @@ dialects/reductions.py): lanes that saw nothing have count 0 and add nothing.
 from __future__ import annotations
 
 from mind.dialects.reductions import REDUCTIONS, welford_merge
-from mind.dialects.triton import dtype_of
+from mind.dialects.triton import dtype_of, shape_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
 
@@ -87,9 +87,25 @@ class Welford(Accumulator):
     def finish(self, b, scope, op, out):
         mean, m2, count = out
         ops = Blocks(b, scope, dtype_of(mean))
-        if _uniform(b):  # every lane's count, to merge the lanes by
-            count = ops.add(b.full(scope, 0.0, dtype_of(mean), b.tiling.full_shape), count)
+        if shape_of(count) != shape_of(mean):  # one count for all lanes: each lane's, to merge by
+            count = ops.add(b.full(scope, 0.0, dtype_of(mean), shape_of(mean)), count)
         return list(welford_merge(ops, mean, m2, count))
+
+    def cooperates(self, op):
+        return op.results[0].type.dtype == dt.f32
+
+    def partial(self, b, scope, op):
+        """The chunk's mean, m2 and element count (fewer in a last chunk past the row's end)."""
+        ops = Blocks(b, scope, dt.f32)
+        v = b.masked_input(scope, scope.values[op.value], 0.0, dt.f32)
+        mask = b.mask(scope, [b.tiling.rgroup])
+        if mask is None:
+            count = b.full(scope, float(b.tiling.config.blocks["R0_BLOCK"]), dt.f32, (1, 1))
+        else:
+            count = ops.sum(b.masked_input(scope, b.full(scope, 1.0, dt.f32, (1, 1)), 0.0, dt.f32))
+        mean = ops.truediv(ops.sum(v), count)
+        dev = b.masked_input(scope, ops.sub(v, mean), 0.0, dt.f32)
+        return [(mean, 0.0), (ops.sum(ops.mul(dev, dev)), 0.0), (count, 0.0)]
 
 
 def _uniform(b: KernelBuilder) -> bool:

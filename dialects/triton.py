@@ -102,8 +102,9 @@ BLOCK = TENSOR | SCALAR
 MASK = value(dtype_is(dt.b8))
 #: a kernel's numel: its scalar argument (`%r0_numel: i32`), or the 0-d constant a static one is
 NUMEL = value(SCALAR | Constraint("block[]", lambda t: isinstance(t, TensorType) and not t.shape))
-#: a bound a loop or a launch computes with: an index expression or a kernel argument
-BOUND = INDEX | value(SCALAR)
+#: a bound a loop or a launch computes with: an index expression, a kernel argument or a 0-d
+#: block (a program id)
+BOUND = INDEX | NUMEL
 
 
 def _verify_elementwise(op: Operation) -> None:
@@ -126,7 +127,28 @@ class Kernel(Op):
     num_warps = attr(INT)
     num_stages = attr(INT)
     origins = opt_attr(ORIGINS)
+    #: a cooperative kernel's f32 partials per program and row: its last three arguments (the
+    #: partials' workspace, the groups' semaphores, the group count) come from its launcher
+    cooperative = opt_attr(INT)
     body = region()
+
+
+#: the arguments a cooperative kernel's launcher adds (runtime/launch.py, `Cooperation`)
+COOPERATIVE_ARGS = ("ws_ptr", "sem_ptr", "xgroups")
+
+
+def _verify_kernel(op: Kernel) -> None:
+    if op.cooperative is None:
+        return
+    args = op.body.args
+    names = tuple(a.name for a in args[-len(COOPERATIVE_ARGS) :])
+    types = [ptr_dtype(a.type) for a in args[-len(COOPERATIVE_ARGS) :]]
+    if names != COOPERATIVE_ARGS or types[:2] != [dt.f32, dt.i32] or op.cooperative < 1:
+        raise VerifyError(
+            f"'{op.name}' cooperative kernel must end with arguments %ws_ptr: !ptr<f32>, "
+            "%sem_ptr: !ptr<i32>, %xgroups, and keep at least 1 partial",
+            op.loc,
+        )
 
 
 class ProgramId(Op):
@@ -186,6 +208,8 @@ class Load(Op):
     mask = opt_attr(MASK)
     other = opt_attr(NUMBER)
     eviction_policy = opt_attr(one_of("evict_first", "evict_last"))
+    #: ".cg": past L1, as a value other programs wrote must be read (L1 is not coherent)
+    cache_modifier = opt_attr(one_of(".cg"))
     result = result(TENSOR)
 
 
@@ -216,6 +240,23 @@ def _verify_store(op: Store) -> None:
     if mode is not None and dtype not in mode.dtypes:
         takes = " ".join(sorted(d.name for d in mode.dtypes))
         raise VerifyError(f"'{op.name}' {mode.name} of {dtype}: Triton takes {takes}", op.loc)
+
+
+class Barrier(Op):
+    """Wait until `count` programs have come to the semaphore `sem + offset` (the programs of one
+    cooperative group), their stores before it visible to the loads after it"""
+
+    sem = operand(POINTER)
+    offset = operand(BLOCK)
+    count = attr(INT)
+
+
+def _verify_barrier(op: Barrier) -> None:
+    if ptr_dtype(op.sem.type) != dt.i32 or shape_of(op.offset) or op.count < 1:
+        raise VerifyError(
+            f"'{op.name}' needs an i32 semaphore at a scalar offset and a count of at least 1",
+            op.loc,
+        )
 
 
 class DeviceAssert(Op):
@@ -389,7 +430,7 @@ def _verify_dot(op: Dot) -> None:
 class For(Op):
     """for iv in range(start, stop, step), with loop-carried values"""
 
-    range = attr(tuple_of(BOUND, BOUND, INDEX))
+    range = attr(tuple_of(BOUND, BOUND, BOUND))
     init = attr(list_of(value(BLOCK)))
     carried = var_results(BLOCK)
     body = region()
@@ -494,16 +535,25 @@ def _sibling_kernel(op: Operation, name: str) -> Operation | None:
     return next((k for k in ops if isinstance(k, Kernel) and k.symbol == name), None)
 
 
+def launcher_args(kernel: Operation) -> tuple[str, ...]:
+    """The arguments of `kernel` its launcher passes, not the wrapper's launch."""
+    return COOPERATIVE_ARGS if kernel.cooperative is not None else ()
+
+
 def _verify_launch(op: Launch) -> None:
     kernel = _sibling_kernel(op, op.symbol)
     if kernel is None:
         raise VerifyError(f"'triton.launch' of unknown kernel '@{op.symbol}'", op.loc)
-    if len(op.args) != len(kernel.body.args):
+    params = kernel.body.args[: len(kernel.body.args) - len(launcher_args(kernel))]
+    if len(op.args) != len(params):
+        added = (
+            f" (its launcher adds {len(launcher_args(kernel))})" if launcher_args(kernel) else ""
+        )
         raise VerifyError(
-            f"'@{op.symbol}' takes {len(kernel.body.args)} arguments, launched with {len(op.args)}",
+            f"'@{op.symbol}' takes {len(params)} arguments{added}, launched with {len(op.args)}",
             op.loc,
         )
-    for param, given in zip(kernel.body.args, op.args):
+    for param, given in zip(params, op.args):
         if isinstance(param.type, ScalarType) and isinstance(given, Value):
             if isinstance(given.type, TensorType) and given.type.shape:
                 raise VerifyError(
@@ -525,13 +575,14 @@ def _verify_launch(op: Launch) -> None:
 
 
 TRITON = register_dialect(Dialect("triton"))
-TRITON.add("kernel", Kernel, symbol=True, signature=True)
+TRITON.add("kernel", Kernel, symbol=True, signature=True, verify=_verify_kernel)
 TRITON.add("program_id", ProgramId)
 TRITON.add("arange", Arange)
 TRITON.add("expand_dims", ExpandDims, verify=_verify_axis)
 TRITON.add("index", IndexOp, verify=_verify_index)
 TRITON.add("load", Load, verify=_verify_load)
 TRITON.add("store", Store, verify=_verify_store)
+TRITON.add("barrier", Barrier, verify=_verify_barrier)
 TRITON.add("device_assert", DeviceAssert)
 TRITON.add("full", Full)
 TRITON.add("cast", Convert, summary="value.to(dtype)")

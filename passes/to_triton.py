@@ -130,6 +130,11 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     autotune: bool = option(
         False, "list other configs and kernels for each launch, timed when the module loads"
     )
+    cooperative: bool = option(
+        True,
+        "split long rows read in several phases (a softmax of 65536) between programs that"
+        " hold them in registers and merge partials at barriers (on CUDA)",
+    )
     assert_inputs: bool = option(
         False, "assert every input's sizes and strides on each call (the guards check them)"
     )

@@ -34,6 +34,7 @@ from triton import knobs
 from triton.runtime.driver import driver
 from triton.runtime.interpreter import InterpretedFunction
 
+from .cooperative import Cooperation
 from .errors import KernelError
 from .static_launch import enabled as static_launch_enabled
 from .static_launch import static_launcher
@@ -66,6 +67,8 @@ class Binding:
     checked: tuple[int, ...]
     constexprs: dict[str, Any]
     options: dict[str, Any]
+    #: a cooperative kernel's grid and workspace (runtime/cooperative.py); None for others
+    cooperation: Cooperation | None = None
 
     @property
     def name(self) -> str:
@@ -104,8 +107,15 @@ class Binding:
     def launcher(self) -> Launcher:
         if self.interpreted:
             log.debug("kernel %s: Triton's interpreter", self.name)
-            return _jit_launcher(self.kernel, self.options)
+            launch = _jit_launcher(self.kernel, self.options)
+            return self.cooperation.interpreted(launch) if self.cooperation else launch
         compiled = self.compile()
+        launch = self._bound(compiled)
+        if self.cooperation is None:
+            return launch
+        return self.cooperation.launcher(launch, compiled, self.device, self.name)
+
+    def _bound(self, compiled) -> Launcher:
         if _hooked():  # a profiler listens to launches: Triton's own path tells it about each
             log.info("kernel %s: Triton's launch path (a profiler hooks launches)", self.name)
             return _jit_launcher(self.kernel, self.options)
@@ -188,17 +198,20 @@ def deferred() -> Iterator[list[Binding]]:
 
 
 def bind(kernel, device: torch.device, signature: tuple, checked: tuple[int, ...] = (),
-         *, num_warps: int, num_stages: int, **constexprs) -> Launcher | Binding:  # fmt: skip
+         *, num_warps: int, num_stages: int, cooperative: tuple[int, int] | None = None,
+         **constexprs) -> Launcher | Binding:  # fmt: skip
     """A launcher `fn(grid_x, grid_y, grid_z, stream, *args)` for `kernel` on `device`.
     `signature` gives one entry per non-constexpr parameter: a torch dtype for a pointer
     (`misaligned(dtype)` for one that is never 16-byte aligned), an int for an integer (its value
     when static, `I32`/`I64` when it varies: the kernel must not specialize on it), `F32`/`I1`
     for a float/bool passed by value. Pointers at the positions `checked` are assumed aligned
     and checked at each launch: a misaligned one takes Triton's JIT path, which specializes for
-    what it gets."""
+    what it gets. `cooperative`: (programs a group, partials a program) of a cooperative kernel,
+    whose last three parameters the launcher passes (runtime/cooperative.py)."""
     options = {"num_warps": num_warps, "num_stages": num_stages, **constexprs}
     options |= compile_options(kernel)
-    binding = Binding(kernel, device, signature, tuple(checked), constexprs, options)
+    cooperation = Cooperation(*cooperative) if cooperative else None
+    binding = Binding(kernel, device, signature, tuple(checked), constexprs, options, cooperation)
     pending = _DEFERRED.get()
     if pending is None:
         return binding.launcher()

@@ -22,7 +22,7 @@ import sympy
 from mind.dialects.collectives import KINDS, torch_target
 from mind.dialects.common import aliased_memory
 from mind.dialects.loops import LIBRARY_CALLS
-from mind.dialects.triton import dtype_of
+from mind.dialects.triton import COOPERATIVE_ARGS, dtype_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value
 from mind.ir.diagnostics import MindError
@@ -147,6 +147,9 @@ class Host:
             else:  # a symbolic size: one compiled kernel serves every value
                 varying.append(param.name)
                 signature.append("I64" if dtype_of(param) == dt.i64 else "I32")
+        if kernel.cooperative is not None:  # the launcher's arguments (runtime/cooperative.py)
+            signature += ["torch.float32", "torch.int32", "I32"]
+            varying.append(COOPERATIVE_ARGS[-1])
         known = self.unspecialized.setdefault(op.symbol, [])
         known += [v for v in varying if v not in known]
         self.by_value[op] = by_value
@@ -155,6 +158,8 @@ class Host:
         checks = f"checked={tuple(checked)!r}, " if checked else ""
         head = f"{self.device(device)}, ({', '.join(signature)}{',' if len(signature) == 1 else ''}), {checks}"
         own = {**kernel.constexprs, "num_warps": kernel.num_warps, "num_stages": kernel.num_stages}
+        if kernel.cooperative is not None:
+            head += f"cooperative=({op.grid[0]}, {kernel.cooperative}), "
         if not op.candidates:
             binding = _bind_call(op.symbol, head, own)
         else:

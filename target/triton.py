@@ -130,6 +130,8 @@ def _kernel_op(op: Operation, n: Names) -> str:
             extra += f", other={_value_text(op.other, n)}"
         if op.eviction_policy is not None:
             extra += f", eviction_policy={op.eviction_policy!r}"
+        if op.cache_modifier is not None:
+            extra += f", cache_modifier={op.cache_modifier!r}"
         return f"tl.load({a[0]} + ({a[1]}){extra})"
     if kind == "full":
         return _full(result, a[0], op.args[0])
@@ -171,6 +173,9 @@ def _kernel_lines(ops: list[Operation], n: Names, depth: int) -> list[str]:
     for op in ops:
         if op.name == "triton.store":
             lines.append(pad + _store(op, n))
+        elif op.name == "triton.barrier":
+            sem, offset = (_value_text(x, n) for x in (op.sem, op.offset))
+            lines.append(f"{pad}triton_helpers.group_barrier({sem} + ({offset}), {op.count})")
         elif op.name == "triton.device_assert":
             mask = f", {n(op.mask)}" if op.mask is not None else ""
             lines.append(f"{pad}tl.device_assert({n(op.ok)}, {op.msg!r}{mask})")

@@ -170,3 +170,52 @@ def test_a_long_row_softmax():
     last to first (lit_tests/triton/long_rows.scheduled shows the config)."""
     x = torch.randn(64, 65536, device="cuda") * 4
     close(compiled(lambda x: torch.softmax(x, -1), x), torch.softmax(x, -1), 1e-6)
+
+
+def _masked_tail(x):
+    """Each row's last two thirds -inf: whole chunks of a cooperative row hold nothing else."""
+    keep = torch.arange(x.shape[-1], device=x.device) < x.shape[-1] // 3
+    return torch.where(keep, x, float("-inf"))
+
+
+#: rows a cooperative kernel splits between programs (codegen/cooperative.py): many rows, rows
+#: that end inside a chunk and outnumber the groups unevenly, chunks of -inf alone, a Welford
+#: variance, bf16 rows
+COOPERATIVE = {
+    "softmax": (lambda x: torch.softmax(x, -1), (1024, 65536), 1e-6),
+    "ragged": (lambda x: torch.softmax(x, -1), (300, 50000), 1e-6),
+    "masked_log_softmax": (lambda x: torch.log_softmax(_masked_tail(x), -1), (512, 65536), 1e-5),
+    "layer_norm": (lambda x: F.layer_norm(x, x.shape[-1:]), (512, 65536), 1e-4),
+    "bf16": (lambda x: torch.softmax(x.to(torch.bfloat16), -1), (512, 65536), 1e-2),
+}
+
+
+@pytest.mark.parametrize("name", list(COOPERATIVE))
+def test_cooperative_reductions(name, tmp_path, monkeypatch):
+    """Each row read once by programs that merge their chunks' partials at barriers: eager's
+    numbers on two calls (the semaphores are left ready for the next)."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    fn, shape, tol = COOPERATIVE[name]
+    x = torch.randn(*shape, device="cuda") * 4
+    torch._dynamo.reset()
+    with no_fallback():
+        step = torch.compile(fn, backend="mind")
+        first, second = step(x), step(x)
+    want = fn(x.double())
+    close(first, want, tol)
+    close(second, want, tol)
+    assert any("triton_coop_" in p.read_text() for p in tmp_path.glob("*.py"))
+
+
+def test_cross_entropy_over_a_vocabulary():
+    """Log-softmax over 50257 logits a row, forward and backward, each a cooperative kernel."""
+    logits = torch.randn(2048, 50257, device="cuda", requires_grad=True)
+    target = torch.randint(0, 50257, (2048,), device="cuda")
+    torch._dynamo.reset()
+    with no_fallback():
+        loss = torch.compile(F.cross_entropy, backend="mind")(logits, target)
+        loss.backward()
+    want = logits.detach().double().requires_grad_()
+    want_loss = F.cross_entropy(want, target)
+    want_loss.backward()
+    close((loss, logits.grad), (want_loss, want.grad), 1e-5)

@@ -1,0 +1,104 @@
+"""Launching a cooperative kernel (codegen/cooperative.py): the programs of one group split a
+row between them and wait for each other at barriers, so a group runs only if all its programs
+are resident on the GPU at once. The launcher therefore sizes the grid from the compiled
+kernel's occupancy, once, when the module loads: `splits` programs a group (grid axis 0) and as
+many groups (axis 1) as fit beside each other, each group then taking every `groups`-th row.
+
+It also owns what the kernel's last three arguments point at, made once: the workspace where
+the programs of a group leave their partials (two rows' worth a group, so that a program ahead
+by a row never overwrites what a slower one still reads) and one zeroed semaphore a group
+(`triton_helpers.group_barrier` leaves it ready for the next round). Launches of one launcher
+share them, so they must not overlap in time: launches on one stream (a compiled graph's, its
+CUDA graph's replays) never do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from mind.ir.logs import channel
+
+from .errors import KernelError
+
+log = channel("launch")
+
+#: the most programs an SM holds at once on the GPUs Triton targets (Volta to Hopper: 32; this
+#: bound only caps the estimate)
+MAX_BLOCKS_PER_SM = 16
+#: registers are given to a warp in units of this many
+REGISTER_UNIT = 256
+#: shared memory the hardware keeps per program besides the kernel's own (sm80 and later)
+RESERVED_SHARED = 1024
+
+
+@dataclass(frozen=True)
+class Cooperation:
+    """What a cooperative kernel's launch needs: programs per group and f32 partials per
+    program and row."""
+
+    splits: int
+    partials: int
+
+    def launcher(self, launch: Callable, compiled, device: torch.device, name: str) -> Callable:
+        """`launch` with the grid's groups capped at what is resident at once, and the
+        workspace, semaphores and group count passed after the wrapper's arguments."""
+        with torch.cuda.device(device):
+            props = torch.cuda.get_device_properties(device)
+        groups = self.groups(compiled, props, name)
+        workspace = torch.empty(2 * groups * self.partials * self.splits, device=device)
+        semaphores = torch.zeros(groups, dtype=torch.int32, device=device)
+
+        def cooperative(gx: int, gy: int, gz: int, stream: int, *args) -> None:
+            g = min(gy, groups)
+            launch(gx, g, gz, stream, *args, workspace, semaphores, g)
+
+        return cooperative
+
+    def groups(self, compiled, props, name: str) -> int:
+        """How many groups of `compiled`'s programs the GPU `props` describes holds at once."""
+        per_sm = blocks_per_sm(compiled, props)
+        resident = props.multi_processor_count * per_sm
+        groups = resident // self.splits
+        log.debug(
+            "kernel %s: cooperative, %d programs an SM (%d registers), groups of %d: %d groups",
+            name, per_sm, compiled.n_regs, self.splits, groups,
+        )  # fmt: skip
+        if groups < 1:
+            raise KernelError(
+                f"kernel '{name}': its {self.splits} cooperating programs cannot all be resident "
+                f"at once on {props.name} ({resident} fit); compile without cooperative "
+                "reductions (the to-triton option cooperative=false)"
+            )
+        return groups
+
+    def interpreted(self, launch: Callable) -> Callable:
+        """The interpreter runs programs one after another: a group of one program (a row
+        that is one chunk) runs, a larger one would wait at its first barrier for ever."""
+        if self.splits > 1:
+            raise KernelError(
+                f"a cooperative kernel of {self.splits} programs a group cannot run in Triton's "
+                "interpreter, which runs programs one after another"
+            )
+        workspace = torch.empty(2 * self.partials)
+        semaphores = torch.zeros(1, dtype=torch.int32)
+
+        def cooperative(gx: int, gy: int, gz: int, stream, *args) -> None:
+            launch(gx, 1, gz, stream, *args, workspace, semaphores, 1)
+
+        return cooperative
+
+
+def blocks_per_sm(compiled, props) -> int:
+    """How many programs of `compiled` an SM holds at once, by threads, registers and shared
+    memory (CUDA's occupancy rules, registers rounded up to whole allocation units a warp)."""
+    if hasattr(compiled, "_init_handles"):
+        compiled._init_handles()  # Triton loads the binary, and learns its registers, lazily
+    warps = compiled.metadata.num_warps
+    per_warp = -(-max(compiled.n_regs, 1) * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    by_threads = props.max_threads_per_multi_processor // (32 * warps)
+    by_registers = props.regs_per_multiprocessor // (per_warp * warps)
+    shared = compiled.metadata.shared + RESERVED_SHARED
+    by_shared = props.shared_memory_per_multiprocessor // shared
+    return min(by_threads, by_registers, by_shared, MAX_BLOCKS_PER_SM)
