@@ -217,6 +217,41 @@ def test_out_of_bounds_index_raises(monkeypatch):
             torch.compile(fn, backend="mind")(*inputs)
 
 
+#: a scatter of one element a row into a fill: a scalar, or values of a tensor
+INTO_FILLS = {
+    "value": lambda x, i: torch.full_like(x, 0.5).scatter(-1, i, -2.0) * x,
+    "tensor": lambda x, i: torch.zeros_like(x).scatter(1, i, x[:, :1] * 3) + x,
+}
+
+
+@pytest.mark.parametrize("name", INTO_FILLS)
+def test_a_scatter_into_a_fill_is_a_select(name, tmp_path, monkeypatch):
+    """`zeros.scatter(dim, index, v)` with one index a row (a loss's one-hot): one kernel that
+    selects v where the index picks the position, fused with what uses it; none fills a buffer
+    or writes through it."""
+    fn = INTO_FILLS[name]
+    x, i = torch.randn(6, 9), torch.randint(0, 9, (6, 1))
+    out, source = compiled(fn, x, i, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    torch.testing.assert_close(out, fn(x, i))
+    assert source.count("@triton.jit") == 1 and "tl.where(" in source
+
+
+def test_cross_entropy_gradients_with_ignored_targets():
+    """Cross entropy's backward scatters -1 into zeros at each target (a select, above); rows
+    whose target is ignore_index get no gradient."""
+    torch.manual_seed(0)
+    logits = torch.randn(8, 33, requires_grad=True)
+    target = torch.randint(0, 33, (8,))
+    target[[1, 5]] = -100
+    want = logits.detach().clone().requires_grad_()
+    torch.nn.functional.cross_entropy(want, target).backward()
+    torch._dynamo.reset()
+    with no_fallback():
+        torch.compile(torch.nn.functional.cross_entropy, backend="mind")(logits, target).backward()
+    torch.testing.assert_close(logits.grad, want.grad)
+    assert not logits.grad[[1, 5]].any()
+
+
 # -- training: the backward of gather, index_select and embedding scatters ---------------------
 class Lookup(torch.nn.Module):
     """Embedding, index_select and gather of parameters: their gradients are scatters."""
