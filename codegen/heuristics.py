@@ -19,7 +19,7 @@ Symbolic sizes choose with a size hint (passes.deps.SIZE_HINT per symbol), as In
   column in one step.
 - warps: a warp per 128 elements of the tile, 2 to 8; a looped inner row of at least LONG_ROW
   elements up to 16 (as Inductor's `_num_warps` allows looped reductions), one of at least
-  VERY_LONG_ROW 32; `max-warps` caps them all.
+  VERY_LONG_ROW elements (or 64 KiB of 32-bit ones) 32; `max-warps` caps them all.
 """
 
 from __future__ import annotations
@@ -56,11 +56,15 @@ MAX_WARPS, SHORT_ROW_WARPS = 32, 8
 #: a looped inner row this long takes up to LONG_ROW_WARPS: on an H200 16 warps run softmax, sums
 #: and variances of 8192 to 65536 elements 2-21% faster than 8, and a 4096-wide layer norm 4% slower
 LONG_ROW, LONG_ROW_WARPS = 8192, 16
-#: a looped inner row this long takes VERY_LONG_ROW_WARPS (a program of 1024 threads): on an H200
-#: a softmax of 1024 rows of 65536 f32, written as mind writes it (R0_BLOCK 2048, the second loop
-#: walking backward), took 186 us at 32 warps against 197-201 us at 16. Fewer programs then share an SM, so more of each
-#: row is still in L2 when the loop after the first reads it again.
-VERY_LONG_ROW, VERY_LONG_ROW_WARPS = 65536, 32
+#: a looped inner row of VERY_LONG_ROW elements, or a row of 32-bit elements of VERY_LONG_ROW_BYTES,
+#: takes VERY_LONG_ROW_WARPS (a program of 1024 threads): on an H200 a softmax of 1024 rows of
+#: 65536 f32, written as mind writes it (R0_BLOCK 2048, the second loop walking backward), took
+#: 186 us at 32 warps against 197-201 us at 16; on an H100, with rows of 16384 f32, a softmax took
+#: 183 us against 212 (Inductor's 185), a layer norm 182 against 210. Fewer programs then share
+#: an SM, so more of each row is still in L2 when the loop after the first reads it again. A bf16
+#: softmax of rows of 32768 ran 26% slower at 32 warps (its layer norm 12% faster): 16-bit rows
+#: keep 16 warps up to VERY_LONG_ROW.
+VERY_LONG_ROW, VERY_LONG_ROW_BYTES, VERY_LONG_ROW_WARPS = 65536, 64 * 1024, 32
 
 
 @dataclass(frozen=True)
@@ -145,11 +149,16 @@ def persistent_config(xnumel: int, rnumel: int, inner: bool) -> LaunchConfig:
 
 
 def looped_config(
-    xnumel: int, rnumel: int, inner: bool, max_r_block: int, max_warps: int = MAX_WARPS
+    xnumel: int,
+    rnumel: int,
+    inner: bool,
+    max_r_block: int,
+    max_warps: int = MAX_WARPS,
+    itemsize: int = 4,
 ) -> LaunchConfig:
     if inner:
         rblock = min(max_r_block, next_power_of_2(rnumel))
-        if rnumel >= VERY_LONG_ROW:
+        if rnumel >= VERY_LONG_ROW or (itemsize >= 4 and rnumel * itemsize >= VERY_LONG_ROW_BYTES):
             return LaunchConfig(
                 {"XBLOCK": 1, "R0_BLOCK": rblock}, min(max_warps, VERY_LONG_ROW_WARPS)
             )

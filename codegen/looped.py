@@ -26,7 +26,7 @@ from .heuristics import looped_candidates, looped_config
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .scans import Carry, carry_init, holds_row
-from .tiling import Tiling, reduction_tiling
+from .tiling import Tiling, reduction_tiling, row_itemsize
 
 
 class Looped(Strategy):
@@ -36,9 +36,12 @@ class Looped(Strategy):
         return bool(node.sizes[1]) and not holds_row(node)
 
     def tiling(self, node: Node, options: Options) -> Tiling:
+        itemsize = row_itemsize(node)
         return reduction_tiling(
             node,
-            lambda x, r, inner: looped_config(x, r, inner, options.max_r_block, options.max_warps),
+            lambda x, r, inner: looped_config(
+                x, r, inner, options.max_r_block, options.max_warps, itemsize
+            ),
         )
 
     def candidates(self, node: Node, options: Options, tiling: Tiling) -> list[Tiling]:

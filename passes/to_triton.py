@@ -125,7 +125,8 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
     max_r_block: int = option(MAX_R_BLOCK, "the widest block of a looped reduction")
     max_warps: int = option(
         MAX_WARPS,
-        "the most warps of a looped reduction (rows of 8192 elements take 16, of 65536 take 32)",
+        "the most warps of a looped reduction (rows of 8192 elements take 16, of 65536 (16384 of"
+        " 32-bit ones) take 32)",
     )
     autotune: bool = option(
         False, "list other configs and kernels for each launch, timed when the module loads"
