@@ -61,7 +61,7 @@ class Cooperative(Strategy):
         if node.device is None or node.device.type != "cuda" or not is_inner(node):
             return False
         rows, r = numel(node.sizes[0]), numel(node.sizes[1])
-        if not isinstance(rows, int) or not isinstance(r, int):
+        if not isinstance(rows, int) or not isinstance(r, int) or not rows:
             return False
         if r * row_itemsize(node) < MIN_ROW_BYTES or cdiv(r, _chunk(node)) > MAX_SPLITS:
             return False
