@@ -21,11 +21,21 @@ against 270 us looped (68%; Inductor's 272 us).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sympy
 from mind.analysis.coalescing import is_inner
 from mind.analysis.phases import Phases
 from mind.dialects.scheduled import Node, Reduction
-from mind.dialects.triton import COOPERATIVE_ARGS, Barrier, For, Yield, ptr_type, shape_of
+from mind.dialects.triton import (
+    COOPERATIVE_ARGS,
+    Barrier,
+    For,
+    Yield,
+    dtype_of,
+    ptr_type,
+    shape_of,
+)
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.symbols import Mod, sym
@@ -72,21 +82,13 @@ class Cooperative(Strategy):
         return all(accumulator(op).cooperates(op) for op in reductions)
 
     def tiling(self, node: Node, options: Options) -> Tiling:
-        (xs, rs), nx = node.sizes, len(node.sizes[0])
-        r, chunk = numel(rs), _chunk(node)
+        (xs, rs), chunk = node.sizes, _chunk(node)
+        xdims, rdims = tuple(range(len(xs))), tuple(range(len(xs), len(xs) + len(rs)))
         config = LaunchConfig({"XBLOCK": 1, "R0_BLOCK": chunk}, chunk // ELEMENTS_PER_WARP)
+        ragged = numel(rs) % chunk != 0
         groups = (
-            Group("x", "XBLOCK", tuple(range(nx)), tuple(xs), 0, 2, None, False),
-            Group(
-                "r0_",
-                "R0_BLOCK",
-                tuple(range(nx, nx + len(rs))),
-                tuple(rs),
-                1,
-                2,
-                0,
-                r % chunk != 0,
-            ),  # fmt: skip
+            Group("x", "XBLOCK", xdims, tuple(xs), 0, 2, None, False),
+            Group("r0_", "R0_BLOCK", rdims, tuple(rs), 1, 2, 0, ragged),
         )
         return Tiling(config, groups, index_dtype(node, numel([*xs, *rs])))
 
@@ -97,13 +99,10 @@ class Cooperative(Strategy):
         return (cdiv(r.numel, tiling.config.blocks["R0_BLOCK"]), x.numel, 1)
 
     def body(self, b: KernelBuilder, top: Scope) -> None:
-        x, r = b.tiling.groups
-        splits = cdiv(r.numel, b.tiling.config.blocks["R0_BLOCK"])
+        x = b.tiling.groups[0]
+        types = (ptr_type(dt.f32), ptr_type(dt.i32), ScalarType(dt.i32))
         ws, sem, count = (
-            b.kernel.body.add_arg(Value(name, t))
-            for name, t in zip(
-                COOPERATIVE_ARGS, (ptr_type(dt.f32), ptr_type(dt.i32), ScalarType(dt.i32))
-            )  # fmt: skip
+            b.kernel.body.add_arg(Value(n, t)) for n, t in zip(COOPERATIVE_ARGS, types)
         )
         idt = b.tiling.index_dtype
         split = next(op.result for op in top.block.ops if op.name == "triton.program_id")
@@ -118,31 +117,34 @@ class Cooperative(Strategy):
             regions=[Region(block)],
         )
         row = top.child(block)
-        offset = block.args[0]
-        b.group_index(row, x, offset, b.base(row, x))
-        # where this group's partials of this row start: rows alternate between two slots
-        xo, xg, xgs = (sym(v.name) for v in (offset, group, count))
-        xslot = b.bind(row, (Mod(sympy.floor((xo - xg) / xgs), 2) * xgs + xg) * splits, [offset, group, count], (), "xslot")  # fmt: skip
-        exchange = _Exchange(b, row, ws, sem, count, split, group, xslot, splits)
+        b.group_index(row, x, block.args[0], b.base(row, x))
+        splits = self.grid(b.tiling)[0]
+        exchange = _Exchange(b, row, ws, sem, block.args[0], count, split, group, splits)
         b.eviction = "evict_first"  # each element is read once
         for k in range(b.phases.count):
-            for op in b.phases.x_ops(k):
-                b.translate(row, op)
-            reductions, stores = b.phases.r_work(k)
-            partials = []
-            for op in b.phases.closure(reductions + stores):
-                if op.results and op.results[0] in row.values:
-                    continue
-                if isinstance(op, Reduction):
-                    partials.append((op, accumulator(op).partial(b, row, op)))
-                else:
-                    b.translate(row, op)
-            if partials:
-                exchange(partials)
+            _phase(b, row, k, exchange)
         b.eviction = None
         block.append(Yield.build("triton.yield", values=[]))
         top.block.append(loop)
         b.kernel.cooperative = exchange.slots
+
+
+def _phase(b: KernelBuilder, row: Scope, k: int, exchange: _Exchange) -> None:
+    """Phase k of a row, as a persistent kernel runs it, but for its reductions: each reduces
+    the program's chunk to partials, which the group's programs exchange."""
+    for op in b.phases.x_ops(k):
+        b.translate(row, op)
+    reductions, stores = b.phases.r_work(k)
+    partials = []
+    for op in b.phases.closure(reductions + stores):
+        if op.results and op.results[0] in row.values:
+            continue  # computed in an earlier phase, held in registers
+        if isinstance(op, Reduction):
+            partials.append((op, accumulator(op).partial(b, row, op)))
+        else:
+            b.translate(row, op)
+    if partials:
+        exchange(partials)
 
 
 def _chunk(node: Node) -> int:
@@ -150,20 +152,38 @@ def _chunk(node: Node) -> int:
     return CHUNK_BYTES // row_itemsize(node)
 
 
+@dataclass
 class _Exchange:
-    """A phase's partials through the workspace: stored, a barrier, all loaded and merged."""
+    """A phase's partials through the workspace: stored, a barrier, all loaded and merged. The
+    workspace holds, per slot (a partial value of a phase), per row parity, per group, a value per
+    program: slot s of this group's row at `2*splits*s*xgroups + xslot`, where
+    `xslot = (parity*xgroups + xgroup)*splits`."""
 
-    def __init__(self, b: KernelBuilder, scope: Scope, ws, sem, count, split, group, xslot, splits):  # fmt: skip
-        self.b, self.scope, self.splits = b, scope, splits
-        self.ws, self.sem, self.count, self.split, self.group, self.xslot = ws, sem, count, split, group, xslot  # fmt: skip
-        self.slots = 0
-        width = next_power_of_2(splits)
-        parts = b.emit(scope, "arange", [0, width], dt.i32, (width,))
-        self.parts = b.emit(scope, "expand_dims", [parts, 0], dt.i32, (1, width), result="r0_parts")  # fmt: skip
-        self.parts_mask = None
-        if width != splits:
-            bound = b.full(scope, splits, dt.i32, (1, 1))
-            self.parts_mask = b.emit(scope, "lt", [self.parts, bound], dt.b8, (1, width))
+    b: KernelBuilder
+    scope: Scope
+    ws: Value
+    sem: Value
+    offset: Value  # xoffset (the row)
+    count: Value  # xgroups
+    split: Value  # the program's chunk (program id 0)
+    group: Value  # xgroup (program id 1)
+    splits: int
+    #: slots used so far (the kernel's `cooperative`)
+    slots: int = 0
+
+    def __post_init__(self) -> None:
+        b, scope = self.b, self.scope
+        values = [self.offset, self.group, self.count]
+        xo, xg, xgs = (sym(v.name) for v in values)
+        parity = Mod(sympy.floor((xo - xg) / xgs), 2)
+        self.xslot = b.bind(scope, (parity * xgs + xg) * self.splits, values, (), "xslot")
+        width = next_power_of_2(self.splits)
+        lanes = b.emit(scope, "arange", [0, width], dt.i32, (width,))
+        self.lanes = b.emit(scope, "expand_dims", [lanes, 0], dt.i32, (1, width), result="r0_parts")
+        self.lanes_mask = None
+        if width != self.splits:
+            bound = b.full(scope, self.splits, dt.i32, (1, 1))
+            self.lanes_mask = b.emit(scope, "lt", [self.lanes, bound], dt.b8, (1, width))
 
     def __call__(self, partials: list) -> None:
         b, scope = self.b, self.scope
@@ -171,27 +191,33 @@ class _Exchange:
         for _, values in partials:
             for value, _ in values:
                 at = self._offset(self.slots, self.split, ())
-                at = b.emit(scope, "broadcast_to", [at], b.tiling.index_dtype, b.tiling.groups[0].shape)  # fmt: skip
+                at = b.emit(scope, "broadcast_to", [at], dtype_of(at), b.tiling.groups[0].shape)
                 scope.block.append(Operation("triton.store", [self.ws, at, value]))
                 self.slots += 1
-        scope.block.append(
-            Barrier.build("triton.barrier", sem=self.sem, offset=self.group, count=self.splits)
+        barrier = Barrier.build(
+            "triton.barrier", sem=self.sem, offset=self.group, count=self.splits
         )
+        scope.block.append(barrier)
         slot = first
         for op, values in partials:
             merged = []
             for _, neutral in values:
-                at = self._offset(slot, self.parts, shape_of(self.parts))
-                attrs = {"cache_modifier": ".cg"}
-                if self.parts_mask is not None:
-                    attrs |= {"mask": self.parts_mask, "other": neutral}
-                merged.append(b.emit(scope, "load", [self.ws, at], dt.f32, shape_of(self.parts), attrs))  # fmt: skip
+                merged.append(self._load(slot, neutral))
                 slot += 1
             scope.values.update(zip(op.results, accumulator(op).finish(b, scope, op, merged)))
 
+    def _load(self, slot: int, neutral: float) -> Value:
+        """Slot `slot` of every program of the group, past L1; lanes past the last, `neutral`."""
+        at = self._offset(slot, self.lanes, shape_of(self.lanes))
+        attrs = {"cache_modifier": ".cg"}
+        if self.lanes_mask is not None:
+            attrs |= {"mask": self.lanes_mask, "other": neutral}
+        return self.b.emit(self.scope, "load", [self.ws, at], dt.f32, shape_of(self.lanes), attrs)
+
     def _offset(self, slot: int, lane: Value, shape: tuple) -> Value:
         """Slot `slot` of this group's row, at `lane` (the program's chunk, or all of them)."""
-        expr = 2 * self.splits * slot * sym(self.count.name) + sym(self.xslot.name) + sym(lane.name)  # fmt: skip
+        count, xslot, at = (sym(v.name) for v in (self.count, self.xslot, lane))
+        expr = 2 * self.splits * slot * count + xslot + at
         names = [v for v in (self.count, self.xslot, lane) if sym(v.name) in expr.free_symbols]
         self.b.counter += 1
         return self.b.bind(self.scope, expr, names, shape, f"ws{self.b.counter - 1}")

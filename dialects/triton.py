@@ -133,7 +133,7 @@ class Kernel(Op):
     body = region()
 
 
-#: the arguments a cooperative kernel's launcher adds (runtime/launch.py, `Cooperation`)
+#: the arguments a cooperative kernel's launcher adds (runtime/cooperative.py, `Cooperation`)
 COOPERATIVE_ARGS = ("ws_ptr", "sem_ptr", "xgroups")
 
 

@@ -22,7 +22,7 @@ import sympy
 from mind.dialects.collectives import KINDS, torch_target
 from mind.dialects.common import aliased_memory
 from mind.dialects.loops import LIBRARY_CALLS
-from mind.dialects.triton import COOPERATIVE_ARGS, dtype_of
+from mind.dialects.triton import dtype_of, ptr_dtype
 from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value
 from mind.ir.diagnostics import MindError
@@ -147,9 +147,10 @@ class Host:
             else:  # a symbolic size: one compiled kernel serves every value
                 varying.append(param.name)
                 signature.append("I64" if dtype_of(param) == dt.i64 else "I32")
-        if kernel.cooperative is not None:  # the launcher's arguments (runtime/cooperative.py)
-            signature += ["torch.float32", "torch.int32", "I32"]
-            varying.append(COOPERATIVE_ARGS[-1])
+        for param in kernel.body.args[len(op.values) :]:  # its launcher's (runtime/cooperative.py)
+            pointee = ptr_dtype(param.type)
+            signature.append(torch_dtype(pointee) if pointee else "I32")
+            varying += [] if pointee else [param.name]
         known = self.unspecialized.setdefault(op.symbol, [])
         known += [v for v in varying if v not in known]
         self.by_value[op] = by_value
