@@ -1,13 +1,18 @@
 """A cooperative kernel's launcher (runtime/cooperative.py), without a GPU: the groups it sizes
-from a compiled kernel's occupancy, its refusal when a group cannot be resident, and the
-interpreter's case. The kernels' numbers are checked on a GPU (test_gpu_kernels.py)."""
+from a compiled kernel's occupancy, its refusal when a group cannot be resident, the
+interpreter's case, and the workspace layout the kernel indexes within what the launcher
+allocates. The kernels' numbers are checked on a GPU (test_gpu_kernels.py)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
+import sympy
 import torch
+from mind.ir.symbols import sym
+from mind.parser import parse
+from mind.passes import run_pipeline
 from mind.runtime.cooperative import Cooperation, blocks_per_sm
 from mind.runtime.errors import KernelError
 
@@ -55,3 +60,75 @@ def test_the_interpreter_runs_groups_of_one_program_only():
     assert workspace.numel() == 2 * 3 and torch.equal(semaphores, torch.zeros(1, dtype=torch.int32))
     with pytest.raises(KernelError, match="runs programs one after another"):
         Cooperation(splits=4, partials=1).interpreted(lambda *a: None)
+
+
+# -- the workspace's layout, as codegen/cooperative.py indexes it and the launcher sizes it -----
+def _kernel(body: str, width: int = 65536):
+    text = (
+        f"scheduled.graph @g(%arg0_1: f32[7, {width}][{width}, 1]cuda:0) {{\n"
+        f"  %buf0 = scheduled.node @op0 {{sizes = ([7], [{width}]), device = cuda:0, "
+        f'origins = ["softmax"], writes = [(%buf0, c0, {{c0: {7 * width}}})], met = [], '
+        f"unmet = []}} : f32[7, {width}][{width}, 1]cuda:0 {{\n{body}\n  }}\n"
+        "  scheduled.output(%buf0)\n}\n"
+    )
+    module = run_pipeline(parse(text), "to-triton")
+    kernel = next(op for op in module.ops if op.name == "triton.kernel")
+    launch = next(op for op in module.walk() if op.name == "triton.launch")
+    return kernel, int(launch.grid[0])
+
+
+#: the max, then the sum of exp: an exchange each
+TWO_EXCHANGES = """\
+    %0 = scheduled.load(%arg0_1, 65536*p0 + p1) : f32
+    %1 = scheduled.reduction(%0) {reduction_type = "max"} : f32
+    %2 = scheduled.sub(%0, %1) : f32
+    %3 = scheduled.exp(%2) : f32
+    %4 = scheduled.reduction(%3) {reduction_type = "sum"} : f32
+    %5 = scheduled.truediv(%3, %4) : f32
+    scheduled.store(%buf0, 65536*p0 + p1, %5)"""
+
+
+def _index_expr(value) -> sympy.Expr:
+    """The index expression behind a workspace access (through its broadcast), over names."""
+    op = value.owner
+    while op.name != "triton.index":
+        op = op.operands[0].owner
+    return op.expr, {name: v.name for name, v in op.names.items()}
+
+
+def test_the_workspace_holds_each_partial_apart_for_two_rows_in_flight():
+    """Simulated on 3 groups walking 7 rows: every store lands inside the workspace the launcher
+    allocates (2 x groups x partials x splits), each exchange loads exactly what its programs
+    stored, and no row's stores touch what the row before it (in the same group, or any other
+    group's rows) still reads."""
+    kernel, splits = _kernel(TWO_EXCHANGES)
+    assert kernel.cooperative == 2 and splits == 16
+    ops = list(kernel.walk())
+    ws = kernel.body.args[-3]
+    xslot = next(op for op in ops if op.name == "triton.index" and op.result.name == "xslot")
+    stores = [op for op in ops if op.name == "triton.store" and op.ptr is ws]
+    loads = [op for op in ops if op.name == "triton.load" and op.ptr is ws]
+    assert len(stores) == len(loads) == 2
+    groups, rows, size = 3, 7, 2 * 3 * kernel.cooperative * splits
+
+    def evaluate(op, xoffset, xgroup, lane):
+        expr, names = _index_expr(op.offset)
+        slot = xslot.expr.subs(
+            {sym("xoffset"): xoffset, sym("xgroup"): xgroup, sym("xgroups"): groups}
+        )
+        values = {"xslot": slot, "xgroups": groups, "r0_pid": lane, "r0_parts": lane}
+        return int(expr.subs({sym(n): values[v] for n, v in names.items()}))
+
+    reads: dict[tuple, set] = {}  # (group, row) -> what its exchanges read
+    for g in range(groups):
+        for row in range(g, rows, groups):
+            for store, load in zip(stores, loads):
+                written = {evaluate(store, row, g, s) for s in range(splits)}
+                read = {evaluate(load, row, g, s) for s in range(splits)}
+                assert len(written) == splits and written == read
+                assert all(0 <= i < size for i in written)
+                reads.setdefault((g, row), set()).update(read)
+    for (g, row), indices in reads.items():
+        concurrent = [(g, row + groups)] + [(h, r) for h, r in reads if h != g]
+        for other in concurrent:
+            assert not indices & reads.get(other, set()), (g, row, other)
