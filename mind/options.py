@@ -47,6 +47,10 @@ class Options:
     #: pass the causal triangle as is_causal (the pass `attention-masks`), so SDPA can choose
     #: flash attention as eager code that skips such masks does
     attention_masks: bool = True
+    #: split long rows read in several phases (a softmax over 65536 columns) between programs
+    #: that wait for each other at barriers (`to-triton{cooperative}`); False for a program that
+    #: runs one compiled graph on several streams at once
+    cooperative_reductions: bool = True
 
 
 _TYPES = {"bool": bool, "int": int, "str": str}
@@ -105,13 +109,15 @@ def pipeline_of(options: Options, deterministic: bool = False) -> str:
     """The pipeline the options run: `pipeline`, where `autotune` turns on to-triton's candidates
     and has mm-templates benchmark templates against ATen (unless it selects otherwise),
     `deterministic` (torch.use_deterministic_algorithms) has lower keep scatters in ATen,
-    `layout_optimization=False` leaves channels-last out, and `emulate_precision_casts` has
-    inline keep each op's rounding."""
+    `layout_optimization=False` leaves channels-last out, `emulate_precision_casts` has inline
+    keep each op's rounding, and `cooperative_reductions=False` keeps to-triton's long rows
+    looped."""
     if (
         not options.autotune
         and not deterministic
         and options.layout_optimization
         and not options.emulate_precision_casts
+        and options.cooperative_reductions
     ):
         return options.pipeline
     from mind.passes import parse_pipeline
@@ -128,5 +134,7 @@ def pipeline_of(options: Options, deterministic: bool = False) -> str:
             p = dataclasses.replace(p, deterministic=True)
         elif options.emulate_precision_casts and p.name == "inline":
             p = dataclasses.replace(p, emulate_precision_casts=True)
+        if not options.cooperative_reductions and p.name == "to-triton":
+            p = dataclasses.replace(p, cooperative=False)
         passes.append(p)
     return ",".join(str(p) for p in passes)

@@ -3,19 +3,26 @@ row between them and wait for each other at barriers, so a group runs only if al
 are resident on the GPU at once. The launcher therefore sizes the grid from the compiled
 kernel's occupancy, once, when the module loads: `splits` programs a group (grid axis 0) and as
 many groups (axis 1) as fit beside each other, each group then taking every `groups`-th row.
+Work on other streams may hold SMs for a while (a collective): the group's programs then wait
+for it to end. Two cooperative kernels running at once on two streams, each sized to fill the
+GPU, could each hold programs the other's groups wait for; CUDA's cooperative launch
+(`launch_cooperative_grid`, which only Triton's launcher sets) would rule that out, and is not
+used yet.
 
-It also owns what the kernel's last three arguments point at, made once: the workspace where
-the programs of a group leave their partials (two rows' worth a group, so that a program ahead
-by a row never overwrites what a slower one still reads) and one zeroed semaphore a group
-(`triton_helpers.group_barrier` leaves it ready for the next round). Launches of one launcher
-share them, so they must not overlap in time: launches on one stream (a compiled graph's, its
-CUDA graph's replays) never do.
+It also owns what the kernel's last three arguments point at, made at a stream's first launch:
+the workspace where the programs of a group leave their partials (two rows' worth a group, so
+that a program ahead by a row never overwrites what a slower one still reads) and one zeroed
+semaphore a group (`triton_helpers.group_barrier` leaves it ready for the next round). Launches
+on one stream run one after another and share them; each stream has its own, so the same graph
+running on two streams at once does not mix their barriers. (A CUDA graph records its stream's
+first launch with the zeroing, which its replays then repeat: harmless.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from mind.ir.logs import channel
@@ -46,15 +53,7 @@ class Cooperation:
         workspace, semaphores and group count passed after the wrapper's arguments."""
         with torch.cuda.device(device):
             props = torch.cuda.get_device_properties(device)
-        groups = self.groups(compiled, props, name)
-        workspace = torch.empty(2 * groups * self.partials * self.splits, device=device)
-        semaphores = torch.zeros(groups, dtype=torch.int32, device=device)
-
-        def cooperative(gx: int, gy: int, gz: int, stream: int, *args) -> None:
-            g = min(gy, groups)
-            launch(gx, g, gz, stream, *args, workspace, semaphores, g)
-
-        return cooperative
+        return self._with_workspace(launch, self.groups(compiled, props, name), device)
 
     def groups(self, compiled, props, name: str) -> int:
         """How many groups of `compiled`'s programs the GPU `props` describes holds at once."""
@@ -81,13 +80,24 @@ class Cooperation:
                 f"a cooperative kernel of {self.splits} programs a group cannot run in Triton's "
                 "interpreter, which runs programs one after another"
             )
-        workspace = torch.empty(2 * self.partials)
-        semaphores = torch.zeros(1, dtype=torch.int32)
+        return self._with_workspace(launch, 1, torch.device("cpu"))
+
+    def _with_workspace(self, launch: Callable, groups: int, device: torch.device) -> Callable:
+        """`launch` passing each stream's own workspace and semaphores, made at its first launch."""
+        spaces: dict[Any, tuple[torch.Tensor, torch.Tensor]] = {}
 
         def cooperative(gx: int, gy: int, gz: int, stream, *args) -> None:
-            launch(gx, 1, gz, stream, *args, workspace, semaphores, 1)
+            space = spaces.get(stream)
+            if space is None:
+                space = spaces[stream] = self._space(groups, device)
+            g = min(gy, groups)
+            launch(gx, g, gz, stream, *args, *space, g)
 
         return cooperative
+
+    def _space(self, groups: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        workspace = torch.empty(2 * groups * self.partials * self.splits, device=device)
+        return workspace, torch.zeros(groups, dtype=torch.int32, device=device)
 
 
 def blocks_per_sm(compiled, props) -> int:

@@ -223,6 +223,14 @@ def test_max_autotune_turns_tuning_on():
     assert "select=template" in pipeline_of(resolve_options("max-autotune", {"pipeline": explicit}))
 
 
+def test_cooperative_reductions_off_keeps_long_rows_looped():
+    """`options={"cooperative_reductions": False}` sets to-triton's option, with tuning too."""
+    off = {"cooperative_reductions": False}
+    assert pipeline_of(resolve_options(options=off)).endswith("to-triton{cooperative=false}")
+    tuned = pipeline_of(resolve_options("max-autotune", off))
+    assert tuned.endswith("to-triton{autotune=true cooperative=false}")
+
+
 @pytest.mark.parametrize("faster", ["template", "aten"])
 def test_a_benchmark_chooses_template_or_aten(timer, tmp_path, monkeypatch, faster):
     """Under max-autotune, the matmul alone runs through the template and through ATen under the

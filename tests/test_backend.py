@@ -333,7 +333,8 @@ def test_modes_compile_and_match_eager(mode):
         ({"options": {"cuda_graphs": True}}, "unknown option 'cuda_graphs' (options: cudagraphs, "
                                              "cudagraph_max_shapes, cudagraph_max_recordings, "
                                              "pipeline, autotune, layout_optimization, "
-                                             "emulate_precision_casts, attention_masks)"),
+                                             "emulate_precision_casts, attention_masks, "
+                                             "cooperative_reductions)"),
         ({"options": {"cudagraphs": 1}}, "option 'cudagraphs' takes a bool, not int (1)"),
     ],
 )  # fmt: skip

@@ -62,6 +62,18 @@ def test_the_interpreter_runs_groups_of_one_program_only():
         Cooperation(splits=4, partials=1).interpreted(lambda *a: None)
 
 
+def test_each_stream_has_its_own_semaphores():
+    """Launches on one stream share a workspace and semaphores (made at its first launch);
+    another stream's launches, which may run at the same time, get their own."""
+    calls = []
+    launch = Cooperation(splits=1, partials=1).interpreted(lambda *a: calls.append(a[-3:-1]))
+    for stream in (7, 7, 9):
+        launch(1, 1, 1, stream)
+    first, again, other = calls
+    assert all(a is b for a, b in zip(first, again))
+    assert not any(a is b for a, b in zip(first, other))
+
+
 # -- the workspace's layout, as codegen/cooperative.py indexes it and the launcher sizes it -----
 def _kernel(body: str, width: int = 65536):
     text = (

@@ -219,3 +219,16 @@ def test_cross_entropy_over_a_vocabulary():
     want_loss = F.cross_entropy(want, target)
     want_loss.backward()
     close((loss, logits.grad), (want_loss, want.grad), 1e-5)
+
+
+def test_cooperative_kernels_replay():
+    """A cooperative softmax recorded and replayed (reduce-overhead): the capture's stream gets
+    its own workspace and semaphores, made in the recording's memory pool."""
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    x = torch.randn(1024, 65536, device="cuda")
+    want = fn(x.double())
+    torch._dynamo.reset()
+    with no_fallback():
+        step = torch.compile(fn, backend="mind", mode="reduce-overhead")
+        for _ in range(3):
+            close(step(x).clone(), want, 1e-6)
