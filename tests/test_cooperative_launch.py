@@ -15,6 +15,7 @@ from mind.parser import parse
 from mind.passes import run_pipeline
 from mind.runtime.cooperative import Cooperation, blocks_per_sm
 from mind.runtime.errors import KernelError
+from test_triton_codegen import softmax_body
 
 #: an H100's limits, as torch.cuda.get_device_properties gives them
 H100 = SimpleNamespace(
@@ -90,14 +91,7 @@ def _kernel(body: str, width: int = 65536):
 
 
 #: the max, then the sum of exp: an exchange each
-TWO_EXCHANGES = """\
-    %0 = scheduled.load(%arg0_1, 65536*p0 + p1) : f32
-    %1 = scheduled.reduction(%0) {reduction_type = "max"} : f32
-    %2 = scheduled.sub(%0, %1) : f32
-    %3 = scheduled.exp(%2) : f32
-    %4 = scheduled.reduction(%3) {reduction_type = "sum"} : f32
-    %5 = scheduled.truediv(%3, %4) : f32
-    scheduled.store(%buf0, 65536*p0 + p1, %5)"""
+TWO_EXCHANGES = softmax_body(65536)
 
 
 def _index_expr(value) -> sympy.Expr:

@@ -75,6 +75,19 @@ def test_pointwise_add_relu():
     torch.testing.assert_close(mod.call([x, y])[0], (x + y).relu())
 
 
+def softmax_body(width: int) -> str:
+    """A node body computing softmax over rows of `width`: the max, then the sum of exp (a
+    reduction each, unfused)."""
+    return f"""\
+    %0 = scheduled.load(%arg0_1, {width}*p0 + p1) : f32
+    %1 = scheduled.reduction(%0) {{reduction_type = "max"}} : f32
+    %2 = scheduled.sub(%0, %1) : f32
+    %3 = scheduled.exp(%2) : f32
+    %4 = scheduled.reduction(%3) {{reduction_type = "sum"}} : f32
+    %5 = scheduled.truediv(%3, %4) : f32
+    scheduled.store(%buf0, {width}*p0 + p1, %5)"""
+
+
 SOFTMAX = graph(
     "%arg0_1: f32[8, 100][100, 1]cpu",
     node(
@@ -82,14 +95,7 @@ SOFTMAX = graph(
         '["amax", "div", "exp", "sub", "sum"]',
         "f32[8, 100][100, 1]cpu",
         "[(%buf0, c0, {c0: 800})]",
-        """
-    %0 = scheduled.load(%arg0_1, 100*p0 + p1) : f32
-    %1 = scheduled.reduction(%0) {reduction_type = "max"} : f32
-    %2 = scheduled.sub(%0, %1) : f32
-    %3 = scheduled.exp(%2) : f32
-    %4 = scheduled.reduction(%3) {reduction_type = "sum"} : f32
-    %5 = scheduled.truediv(%3, %4) : f32
-    scheduled.store(%buf0, 100*p0 + p1, %5)""",
+        "\n" + softmax_body(100),
     ),
 )
 
