@@ -105,7 +105,7 @@ class Cooperative(Strategy):
             b.kernel.body.add_arg(Value(n, t)) for n, t in zip(COOPERATIVE_ARGS, types)
         )
         idt = b.tiling.index_dtype
-        split = next(op.result for op in top.block.ops if op.name == "triton.program_id")
+        split = top.indices["r0_pid"]
         group = b.emit(top, "program_id", [1], idt, (), result="xgroup")
         block = Block([Value("xoffset", ScalarType(idt))])
         loop = For.build(

@@ -313,6 +313,7 @@ class KernelBuilder:
             idt = self.tiling.index_dtype
             pid = self.emit(scope, "program_id", [pid_axis], idt, (), result=f"{p}pid")
             program, pids = sym(pid.name), [pid]
+        scope.indices[f"{p}pid"] = pids[0]  # which of the group's blocks this program is
         offset = self.bind(scope, block_dim(group.block) * program, pids, (), f"{p}offset")
         self.group_index(scope, group, offset, self.base(scope, group))
 

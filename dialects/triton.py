@@ -544,11 +544,10 @@ def _verify_launch(op: Launch) -> None:
     kernel = _sibling_kernel(op, op.symbol)
     if kernel is None:
         raise VerifyError(f"'triton.launch' of unknown kernel '@{op.symbol}'", op.loc)
-    params = kernel.body.args[: len(kernel.body.args) - len(launcher_args(kernel))]
+    added = len(launcher_args(kernel))
+    params = kernel.body.args[: len(kernel.body.args) - added]
     if len(op.args) != len(params):
-        added = (
-            f" (its launcher adds {len(launcher_args(kernel))})" if launcher_args(kernel) else ""
-        )
+        added = f" (its launcher adds {added})" if added else ""
         raise VerifyError(
             f"'@{op.symbol}' takes {len(params)} arguments{added}, launched with {len(op.args)}",
             op.loc,

@@ -4,7 +4,7 @@ scalar_tensor) or an index expression (arange, iota). The result type says dtype
 from __future__ import annotations
 
 import torch
-from mind.ir.core import Operation
+from mind.ir.core import Operation, Value
 
 from . import register_lowering
 from .common import operand
@@ -16,6 +16,18 @@ prims = torch.ops.prims
 def filled(ctx, value):
     out = ctx.out
     return ctx.pointwise(out.dtype, out.shape, lambda b, idx: b.constant(value, out.dtype))
+
+
+def fill_value(x: Value) -> float | int | bool | None:
+    """The value each element of `x` holds where `filled` made its node (a pointwise body that
+    yields a constant); None for any other node."""
+    node = x.owner
+    if getattr(node, "name", None) != "loops.pointwise":
+        return None
+    ops = node.body.ops
+    if len(ops) != 2 or ops[0].name != "loops.constant" or list(ops[1].operands) != [ops[0].result]:
+        return None
+    return ops[0].value
 
 
 @register_lowering(aten.full, aten.scalar_tensor)

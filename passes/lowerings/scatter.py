@@ -39,6 +39,7 @@ from mind.ir.symbols import IntLike
 from ..lower import BodyBuilder, LowerCtx, indirect_index
 from . import Unsupported, register_lowering
 from .common import is_tensor, norm_dim, operand
+from .creation import fill_value
 from .indexing import advanced_index, index_value
 from .views import storage_index, strided_position
 
@@ -112,7 +113,7 @@ def _scatter(ctx, x, dim, index, src, reduce: str | None, include_self: bool = T
     """`out[p with dim replaced by index[p]] (op)= src[p]` over the index's shape; an index out
     of [0, size) asserts (negative ones too: scatter does not wrap them)."""
     if reduce is None and _selects(x, dim, index):
-        return _select(ctx, x, norm_dim(dim, x.type.rank), index, src, _fill(x))
+        return _select(ctx, x, norm_dim(dim, x.type.rank), index, src, fill_value(x))
     mode = store_mode(ctx, reduce, x.type.dtype)
     rank = x.type.rank
     if index.type.rank != rank and rank and index.type.rank:
@@ -139,23 +140,11 @@ def _scatter(ctx, x, dim, index, src, reduce: str | None, include_self: bool = T
     return scatter_node(ctx, target, ranges, mode, value)
 
 
-def _fill(x: Value) -> float | int | bool | None:
-    """The value each element of `x` holds when its node is a fill (`full`, `zeros_like`): a
-    pointwise body that yields a constant; None otherwise."""
-    node = x.owner
-    if getattr(node, "name", None) != "loops.pointwise":
-        return None
-    ops = node.body.ops
-    if len(ops) != 2 or ops[0].name != "loops.constant" or list(ops[1].operands) != [ops[0].result]:
-        return None
-    return ops[0].value
-
-
 def _selects(x: Value, dim: int, index: Value) -> bool:
     """Whether a scatter into `x` is a select: `x` a fill, and the index one element along `dim`
     at every position of `x`'s other dims."""
     rank = x.type.rank
-    if not rank or index.type.rank != rank or _fill(x) is None:
+    if not rank or index.type.rank != rank or fill_value(x) is None:
         return False
     dim = norm_dim(dim, rank)
     sizes = zip(index.type.shape, x.type.shape)
