@@ -1,8 +1,11 @@
 """Autotuning's candidates (`to-triton{autotune=true}`, mode="max-autotune"): a plan of one
 kernel lists, on its launch, other ways to run it, which the runtime benchmarks at load and
 caches (runtime/autotune.py): the other configs its strategy proposes, and for a reduction the
-other way to compute it, with its configs too: a looped kernel for a persistent one, and a
-persistent one for a looped row of at most PERSISTENT_TUNE_MAX elements. A config that changes
+other ways to compute it, with their configs too: a looped kernel for a persistent one, a
+persistent one for a looped row of at most PERSISTENT_TUNE_MAX elements, a cooperative one for a
+looped row of at least TUNE_MIN_ROW_BYTES read in several phases, and a looped one for a
+cooperative row. A cooperative candidate takes three more arguments, which its launcher passes
+(runtime/cooperative.py), so the launch's own arguments are the same for all. A config that changes
 the kernel's source (its masks, index width or groups: a block that divides a size needs no mask
 where a larger one does) gets a kernel of its own, compiled and timed like the others. Symbolic
 sizes are not tuned: candidates launch over fixed grids.
@@ -16,6 +19,7 @@ from collections.abc import Mapping
 from mind.dialects.scheduled import Node
 from mind.ir.core import Value
 
+from .cooperative import TUNE_MIN_ROW_BYTES, Cooperative
 from .heuristics import LaunchConfig
 from .looped import Looped
 from .persistent import Persistent
@@ -44,7 +48,7 @@ def with_candidates(
         return plan
     (launch,), kernels = plan.launches, list(plan.kernels)
     candidates = []
-    for other in [strategy, *_alternatives(strategy, node)]:
+    for other in [strategy, *_alternatives(strategy, node, options)]:
         for k, tilings in enumerate(_by_source(other, node, options)):
             if other is strategy and k == 0:  # the plan's own kernel; its config is the launch's
                 kernel, tilings = kernels[0], tilings[1:]
@@ -86,10 +90,14 @@ def _shape(tiling: Tiling) -> tuple:
     return (tuple(groups), tiling.index_dtype, tuple(tiling.config.blocks))
 
 
-def _alternatives(strategy: Strategy, node: Node) -> list[Strategy]:
+def _alternatives(strategy: Strategy, node: Node, options: Options) -> list[Strategy]:
     """The other strategies that compute the node with one kernel of the same arguments."""
     if isinstance(strategy, Persistent):
         return [] if holds_row(node) else [Looped()]
-    if isinstance(strategy, Looped) and row_size(node) <= PERSISTENT_TUNE_MAX:
-        return [Persistent()]
-    return []
+    if isinstance(strategy, Cooperative):
+        return [Looped()]
+    if not isinstance(strategy, Looped):
+        return []
+    others: list[Strategy] = [Persistent()] if row_size(node) <= PERSISTENT_TUNE_MAX else []
+    cooperative = Cooperative()
+    return others + ([cooperative] if cooperative.fits(node, options, TUNE_MIN_ROW_BYTES) else [])

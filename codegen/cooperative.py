@@ -58,6 +58,10 @@ CHUNK_BYTES, ELEMENTS_PER_WARP = 16 * 1024, 1024
 #: rows of 16384 ran at 85% of copy bandwidth cooperative and 86% looped; of 32768, 84% against
 #: 73%; bf16 rows of 32768 alike, of 65536 60% against 57%)
 MIN_ROW_BYTES = 128 * 1024
+#: under autotuning, rows from this many bytes are also timed cooperative (a looped kernel's
+#: second read then comes from L2 about as often as not: f32 rows of 16384, 64 KiB, ran as fast
+#: either way)
+TUNE_MIN_ROW_BYTES = 32 * 1024
 #: the most programs a group: all of them must be resident at once, on smaller GPUs too
 MAX_SPLITS = 32
 
@@ -66,6 +70,11 @@ class Cooperative(Strategy):
     name, prefix = "cooperative_reduction", "coop"
 
     def applies(self, node: Node, options: Options) -> bool:
+        return self.fits(node, options, MIN_ROW_BYTES)
+
+    def fits(self, node: Node, options: Options, min_row_bytes: int) -> bool:
+        """Whether `node` has rows of at least `min_row_bytes`, which its programs can split
+        (a cooperating accumulator), read in several phases."""
         if not options.cooperative or not node.sizes[1] or holds_row(node):
             return False
         if node.device is None or node.device.type != "cuda" or not is_inner(node):
@@ -73,7 +82,7 @@ class Cooperative(Strategy):
         rows, r = numel(node.sizes[0]), numel(node.sizes[1])
         if not isinstance(rows, int) or not isinstance(r, int) or not rows:
             return False
-        if r * row_itemsize(node) < MIN_ROW_BYTES or cdiv(r, _chunk(node)) > MAX_SPLITS:
+        if r * row_itemsize(node) < min_row_bytes or cdiv(r, _chunk(node)) > MAX_SPLITS:
             return False
         phases = Phases(node)
         if sum(1 for k in range(phases.count) if any(phases.r_work(k))) < 2:

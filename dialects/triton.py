@@ -540,6 +540,11 @@ def launcher_args(kernel: Operation) -> tuple[str, ...]:
     return COOPERATIVE_ARGS if kernel.cooperative is not None else ()
 
 
+def _call_params(kernel: Operation) -> int:
+    """How many of `kernel`'s arguments a launch passes."""
+    return len(kernel.body.args) - len(launcher_args(kernel))
+
+
 def _verify_launch(op: Launch) -> None:
     kernel = _sibling_kernel(op, op.symbol)
     if kernel is None:
@@ -562,7 +567,7 @@ def _verify_launch(op: Launch) -> None:
                 )
     for name, config, _ in op.candidates or []:
         other = _sibling_kernel(op, name)
-        if other is None or len(other.body.args) != len(kernel.body.args):
+        if other is None or _call_params(other) != len(params):
             raise VerifyError(
                 f"candidate '@{name}' takes other arguments than '@{op.symbol}'", op.loc
             )

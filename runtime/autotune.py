@@ -106,7 +106,7 @@ class Tuned:
             len(times), times[0],
         )  # fmt: skip
         if math.isfinite(times[self.choice]):
-            ints = [e for e in self.candidates[0].binding.signature if isinstance(e, int)]
+            ints = [e for e in self.candidates[0].binding.call_signature if isinstance(e, int)]
             record = {"winner": names[self.choice], "candidates": names, "ms": times}
             remember_tuning(self.key, interpret, {**record, "sizes": ints})
         return self.choice
@@ -131,7 +131,7 @@ class Tuned:
         """Zero-filled buffers of the pointer arguments' sizes, and the scalar arguments."""
         extents = iter(self.extents)
         args = []
-        for entry in self.candidates[0].binding.signature:
+        for entry in self.candidates[0].binding.call_signature:
             if isinstance(entry, (int, float)):
                 args.append(entry)
             else:

@@ -38,6 +38,8 @@ MAX_BLOCKS_PER_SM = 16
 REGISTER_UNIT = 256
 #: shared memory the hardware keeps per program besides the kernel's own (sm80 and later)
 RESERVED_SHARED = 1024
+#: the kernel's parameters the launcher passes after the call's: workspace, semaphores, groups
+LAUNCHER_PARAMETERS = 3
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from triton import knobs
 from triton.runtime.driver import driver
 from triton.runtime.interpreter import InterpretedFunction
 
-from .cooperative import Cooperation
+from .cooperative import LAUNCHER_PARAMETERS, Cooperation
 from .errors import KernelError
 from .static_launch import enabled as static_launch_enabled
 from .static_launch import static_launcher
@@ -73,6 +73,12 @@ class Binding:
     @property
     def name(self) -> str:
         return self.kernel.__name__
+
+    @property
+    def call_signature(self) -> tuple:
+        """The signature of what a call passes: all but what the launcher adds itself."""
+        added = LAUNCHER_PARAMETERS if self.cooperation else 0
+        return self.signature[: len(self.signature) - added]
 
     def compile(self):
         """Triton's compiled kernel for this signature (from Triton's cache when it has it)."""

@@ -147,32 +147,29 @@ class Host:
             else:  # a symbolic size: one compiled kernel serves every value
                 varying.append(param.name)
                 signature.append("I64" if dtype_of(param) == dt.i64 else "I32")
-        for param in kernel.body.args[len(op.values) :]:  # its launcher's (runtime/cooperative.py)
-            pointee = ptr_dtype(param.type)
-            signature.append(torch_dtype(pointee) if pointee else "I32")
-            varying += [] if pointee else [param.name]
-        known = self.unspecialized.setdefault(op.symbol, [])
-        known += [v for v in varying if v not in known]
         self.by_value[op] = by_value
         pointers = [a for i, a in enumerate(op.values) if is_tensor(a) and i not in by_value]
-        device = pointers[0].type.device
         checks = f"checked={tuple(checked)!r}, " if checked else ""
-        head = f"{self.device(device)}, ({', '.join(signature)}{',' if len(signature) == 1 else ''}), {checks}"
+        device = f"{self.device(pointers[0].type.device)}, "
         own = {**kernel.constexprs, "num_warps": kernel.num_warps, "num_stages": kernel.num_stages}
-        if kernel.cooperative is not None:
-            head += f"cooperative=({op.grid[0]}, {kernel.cooperative}), "
+        candidates = [(op.symbol, own, op.grid), *(op.candidates or ())]
+        heads = {}
+        for symbol, _, grid in candidates:
+            if symbol not in heads:
+                tail = self._launcher_params(self.module.lookup(symbol), op, varying)
+                heads[symbol] = f"{device}{_tuple([*signature, *tail])}, {checks}"
+                heads[symbol] += _cooperation(self.module.lookup(symbol), grid)
         if not op.candidates:
-            binding = _bind_call(op.symbol, head, own)
+            binding = _bind_call(op.symbol, heads[op.symbol], own)
         else:
-            candidates = [(op.symbol, own, op.grid), *op.candidates]
             extents = tuple(_extent(a.type) for a in pointers)
             binding = "\n".join(
                 [
                     "tune(",
                     f"    {_tuning_key(self.module, candidates, signature)!r},",
                     *(
-                        f"    ({_bind_call(kernel_name, head, config)}, {tuple(grid)!r}),"
-                        for kernel_name, config, grid in candidates
+                        f"    ({_bind_call(name, heads[name], config)}, {tuple(grid)!r}),"
+                        for name, config, grid in candidates
                     ),
                     f"    extents={extents!r},",
                     ")",
@@ -182,6 +179,19 @@ class Host:
             self.bound[binding] = self.names.fresh(f"{op.symbol}_launch")
             self.lines.append(f"{self.bound[binding]} = {binding}")
         self.launchers[op] = self.bound[binding]
+
+    def _launcher_params(self, kernel: Operation, op: Operation, varying: list[str]) -> list[str]:
+        """The signature of the parameters `kernel` takes past the launch's values, which its
+        launcher passes (a cooperative kernel's: runtime/cooperative.py); records which of its
+        integer parameters vary between calls, the launch's and these."""
+        tail, own = [], list(varying)
+        for param in kernel.body.args[len(op.values) :]:
+            pointee = ptr_dtype(param.type)
+            tail.append(torch_dtype(pointee) if pointee else "I32")
+            own += [] if pointee else [param.name]
+        known = self.unspecialized.setdefault(kernel.symbol, [])
+        known += [v for v in own if v not in known]
+        return tail
 
     def bind_extern(self, op: Operation) -> None:
         if not is_dotted(op.symbol):
@@ -221,6 +231,17 @@ class Host:
             f".copy_(torch.tensor({data}, dtype={torch_dtype(t.dtype)})"
             f".reshape({self.literal(t.shape, self.names)}))"
         )
+
+
+def _tuple(items: list[str]) -> str:
+    return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+
+def _cooperation(kernel: Operation, grid: tuple) -> str:
+    """A cooperative kernel's `cooperative=(programs a group, partials a program), `."""
+    if kernel.cooperative is None:
+        return ""
+    return f"cooperative=({grid[0]}, {kernel.cooperative}), "
 
 
 def _bind_call(kernel: str, head: str, config: dict) -> str:

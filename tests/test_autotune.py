@@ -231,6 +231,23 @@ def test_cooperative_reductions_off_keeps_long_rows_looped():
     assert tuned.endswith("to-triton{autotune=true cooperative=false}")
 
 
+def test_cooperative_candidates_are_timed_on_what_the_call_passes():
+    """A cooperative candidate's kernel takes the workspace, semaphores and group count besides
+    what the call passes, which its launcher adds: tuning makes buffers for the call's pointers
+    only, whichever candidate comes first."""
+    from mind.runtime.cooperative import Cooperation
+    from mind.runtime.launch import I32, Binding
+
+    call = (torch.float32, torch.float32)
+    cooperative = Binding(None, torch.device("cpu"), (*call, torch.float32, torch.int32, I32),
+                          (), {}, {}, Cooperation(4, 2))  # fmt: skip
+    looped = Binding(None, torch.device("cpu"), call, (), {}, {})
+    for first, second in [(cooperative, looped), (looped, cooperative)]:
+        tuned = autotune.Tuned("k", [autotune.Candidate(first, (4, 8, 1)),
+                                     autotune.Candidate(second, (8, 1, 1))], extents=(96, 64))  # fmt: skip
+        assert [tuple(a.shape) for a in tuned.arguments()] == [(96,), (64,)]
+
+
 @pytest.mark.parametrize("faster", ["template", "aten"])
 def test_a_benchmark_chooses_template_or_aten(timer, tmp_path, monkeypatch, faster):
     """Under max-autotune, the matmul alone runs through the template and through ATen under the

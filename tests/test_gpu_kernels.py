@@ -207,6 +207,23 @@ def test_cooperative_reductions(name, tmp_path, monkeypatch):
     assert any("triton_coop_" in p.read_text() for p in tmp_path.glob("*.py"))
 
 
+@pytest.mark.parametrize("columns", [16384, 65536])
+def test_max_autotune_times_cooperative_against_looped(columns, tmp_path):
+    """Under max-autotune a long row's launch times its cooperative and looped kernels (whose
+    arguments differ by what the cooperative launcher adds) and runs the winner: eager's
+    numbers on two calls, and the cooperative candidate among those timed. (Rows enough to
+    fill the GPU: fewer would keep the normalization apart, for a split, as fuse's "split" rule
+    does.)"""
+    x = torch.randn(1024, columns, device="cuda") * 4
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    want = fn(x.double())
+    for _ in range(2):
+        close(compiled(fn, x, mode="max-autotune-no-cudagraphs"), want, 1e-6)
+    records = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "tuning").glob("*.json")]
+    timed = [r for r in records if any("triton_coop_" in c for c in r.get("candidates", []))]
+    assert timed and all(math.isfinite(min(r["ms"])) for r in timed)
+
+
 def test_cross_entropy_over_a_vocabulary():
     """Log-softmax over 50257 logits a row, forward and backward, each a cooperative kernel."""
     logits = torch.randn(2048, 50257, device="cuda", requires_grad=True)
