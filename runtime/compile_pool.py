@@ -7,20 +7,19 @@ kernel left, from then on, while the loader goes on; when the loader waits for t
 compiles what no worker took yet itself and binds each kernel as soon as it is compiled. Inside
 `loader.overlapped` the loader waits only at the end of the block: a training graph's forward
 kernels compile while AOTAutograd hands mind the backward and its passes run. A worker runs the
-module's source the same way (under the same module name, which Triton's cache key includes;
-once per module, not per kernel), compiles its kernel with the same arguments for the target the
-loader names, and leaves it in Triton's on-disk cache, where the loader's bind then finds it. A
-worker touches no GPU: it makes no CUDA context and loads nothing (`Binding.precompile`). What a
-worker fails on, the loader compiles again when it binds, so errors are reported as usual.
-Results do not depend on who compiled what.
+module's kernels (under the same module name, which Triton's cache key includes; once per
+module, not per kernel), compiles one from its binding's `Spec` for the target the loader names,
+and leaves it in Triton's on-disk cache, where the loader's bind then finds it
+(runtime/compile_job.py). A worker touches no GPU and imports no torch: it makes no CUDA context
+and loads nothing. What a worker fails on, the loader compiles again when it binds, so errors
+are reported as usual. Results do not depend on who compiled what.
 
 Autotuned launches (runtime/autotune.py) compile every candidate here; the loading process tunes
 each launch as soon as all its candidates are compiled, while the workers compile the others,
 with a progress bar on a terminal.
 
 The workers are forked from one server process (`python -m mind.runtime.compile_worker`), which
-imports torch and Triton once for all of them, and each talks to the loader over its own pair of
-pipes. Unlike multiprocessing's spawn, the server never re-runs the user's main module, which
+imports Triton once for all of them, and each talks to the loader over its own pair of pipes. Unlike multiprocessing's spawn, the server never re-runs the user's main module, which
 may have no `if __name__ == "__main__"` guard. It starts when the backend first sees CUDA
 inputs, so that its start-up overlaps tracing and code generation; a worker that becomes ready
 while a module's kernels compile joins in, and until then the loader does not wait for it.
@@ -37,7 +36,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
@@ -45,7 +44,8 @@ from mind.ir.logs import channel
 
 from .autotune import Tuned
 from .cache import module_code
-from .launch import Binding, deferred, target_of
+from .compile_job import receive, send
+from .launch import Binding, target_of
 from .progress import Silent
 
 log = channel("launch")
@@ -84,7 +84,7 @@ class Worker:
     def start(self) -> bool:
         """Wait until the worker says it is ready; False if it died starting (never used)."""
         try:
-            _receive(self.results)
+            receive(self.results)
         except (OSError, EOFError, struct.error, pickle.UnpicklingError):
             self.dead = True
             log.info("compile worker: died starting")
@@ -94,11 +94,11 @@ class Worker:
         return True
 
     def compile(self, job: tuple) -> bool:
-        """Send `job` (module, source, filename, binding index, target) and wait for whether the
-        kernel compiled."""
+        """Send `job` (module, source, filename, the binding's `Spec`, target) and wait for
+        whether the kernel compiled."""
         try:
-            _send(self.jobs, job)
-            return bool(_receive(self.results))
+            send(self.jobs, job)
+            return bool(receive(self.results))
         except (OSError, EOFError, struct.error, pickle.UnpicklingError):
             self.ready.clear()  # dead: the loader compiles what is left
             self.dead = True
@@ -129,9 +129,11 @@ class Batch:
         self.here = 0
 
     def job(self, index: int) -> tuple:
-        """What a worker is sent for the `index`-th kernel."""
-        target = self.pool.target(self.bindings[index].device)
-        return (self.module, self.source, self.filename, index, target)
+        """What a worker is sent for the `index`-th kernel (`compile_job.compile_kernel`'s
+        arguments)."""
+        binding = self.bindings[index]
+        target = self.pool.target(binding.device)
+        return (self.module, self.source, self.filename, binding.spec(), target)
 
     def done(self, index: int) -> None:
         self.finished.append(index)
@@ -326,54 +328,3 @@ def exec_source(source: str, filename: str, namespace: dict) -> None:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         code = compile(source, filename, "exec")
     exec(code, namespace)
-
-
-#: in a worker: the bindings of the modules it compiled for lately, by name, file and source
-_MODULES: OrderedDict[tuple[str, str, str], list[Binding]] = OrderedDict()
-#: how many modules a worker keeps (the loader sends one module's kernels at a time)
-_KEPT_MODULES = 4
-
-
-def compile_kernel(module: str, source: str, filename: str, index: int, target: Any) -> None:
-    """Compile the module's `index`-th binding for `target` as the loader will bind it (in a
-    worker), into Triton's cache. The module gets the loader's name (Triton's cache key includes
-    it) and runs once for all its kernels."""
-    key = (module, filename, source)
-    if key not in _MODULES:
-        with deferred() as bindings:
-            exec_source(source, filename, {"__name__": module})
-        _MODULES[key] = bindings
-        while len(_MODULES) > _KEPT_MODULES:
-            _MODULES.popitem(last=False)
-    _MODULES[key][index].precompile(target)
-
-
-# -- the pipe protocol: a 4-byte length, then a pickle -----------------------------------------
-def _send(stream: BinaryIO, value: object) -> None:
-    data = pickle.dumps(value)
-    stream.write(struct.pack("<I", len(data)) + data)
-    stream.flush()
-
-
-def _receive(stream: BinaryIO) -> object:
-    header = stream.read(4)
-    if len(header) < 4:
-        raise EOFError
-    return pickle.loads(stream.read(struct.unpack("<I", header)[0]))
-
-
-def serve(jobs: BinaryIO, results: BinaryIO) -> None:
-    """A worker's loop: say it is ready, then compile each job it is sent and answer whether it
-    worked."""
-    _send(results, "ready")
-    while True:
-        try:
-            job = _receive(jobs)
-        except EOFError:
-            return
-        try:
-            compile_kernel(*job)
-            ok = True
-        except Exception:  # the loader compiles it again and reports the error
-            ok = False
-        _send(results, ok)

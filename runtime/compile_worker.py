@@ -1,7 +1,8 @@
 """The compile pool's server: `python -m mind.runtime.compile_worker FD...`, started by the pool
 with a pair of pipe descriptors (jobs in, results out) per worker. It imports what compiling
 needs once, warms up what every process would otherwise redo on its first kernel, then forks one
-worker per pair (runtime/compile_pool.py) and waits for them."""
+worker per pair (runtime/compile_pool.py) and waits for them. It never imports torch
+(runtime/compile_job.py): it is ready in about half a second."""
 
 import os
 import sys
@@ -10,11 +11,13 @@ import sys
 def warm_up() -> None:
     """Import and compute, before forking, what each worker's first compile would: Triton's
     compiler and its key (a hash of Triton's whole install, half a second), the modules the
-    generated source imports."""
+    generated kernels import."""
     import contextlib
     import importlib
 
-    import mind.runtime.compile_pool  # noqa: F401
+    from mind.runtime.compile_job import block_torch
+
+    block_torch()
     import mind.runtime.triton_helpers  # noqa: F401
     import triton.compiler  # noqa: F401
     from triton.runtime.cache import triton_key
@@ -27,7 +30,7 @@ def warm_up() -> None:
 def main(fds: list[int]) -> None:
     os.dup2(2, 1)  # what a compile prints goes to stderr
     warm_up()
-    from mind.runtime.compile_pool import serve
+    from mind.runtime.compile_job import serve
 
     children = []
     for jobs, results in zip(fds[::2], fds[1::2]):

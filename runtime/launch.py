@@ -1,8 +1,8 @@
 """Launching generated kernels with nothing recomputed per call.
 
 A generated module binds each kernel once, when it loads: `bind` compiles it for the arguments'
-types and alignment (Triton's `warmup`, with torch dtypes standing for pointers, as Triton's
-`MockTensor` does) and binds a launcher of the compiled kernel: torch's C++ launcher, as Inductor
+types and alignment (Triton's `warmup`, with `compile_job.Pointer`s standing for pointers, as
+Triton's `MockTensor` does, and as a compile worker compiles it) and binds a launcher of the compiled kernel: torch's C++ launcher, as Inductor
 launches (static_launch.py), or else Triton's (`CompiledKernel.run`, with the function handle and
 packed metadata kept). A launch is then one call: no argument specialization, no cache key, no
 lookup. That is the level below `CompiledKernel[grid]`, whose runner passes only the arguments
@@ -34,6 +34,7 @@ from triton import knobs
 from triton.runtime.driver import driver
 from triton.runtime.interpreter import InterpretedFunction
 
+from .compile_job import Pointer, Spec, compile_for
 from .cooperative import LAUNCHER_PARAMETERS, Cooperation
 from .errors import KernelError
 from .static_launch import enabled as static_launch_enabled
@@ -88,22 +89,27 @@ class Binding:
         log.debug("kernel %s: compiled in %.1f ms", self.name, 1e3 * (time.perf_counter() - start))
         return compiled
 
+    def spec(self) -> Spec:
+        """What compiling the kernel takes, without torch objects: what a compile worker is
+        sent. Triton's host launcher (a C compiler's run per signature in Triton 3.6: 0.2 s) is
+        built too where kernels do not launch through torch's launcher; a kernel that torch's
+        launcher turns out not to take (scratch memory, clusters) has it built when it binds."""
+        signature = tuple(_untorched(entry) for entry in self.signature)
+        index = self.device.index or 0
+        return Spec(self.name, signature, self.options, index, not static_launch_enabled())
+
     def precompile(self, target: Any) -> None:
         """Compile for `target` into Triton's on-disk cache, where `compile` finds it, loading
-        nothing on a GPU (no CUDA context): what a compile worker does. Triton's host launcher
-        (a C compiler's run per signature in Triton 3.6: 0.2 s) is built too where kernels do
-        not launch through torch's launcher; a kernel that torch's launcher turns out not to
-        take (scratch memory, clusters) has it built when it binds."""
-        with compiling_for(target, self.device.index or 0):
-            compiled = self._warmup()
-        if not static_launch_enabled():
-            _build_launcher(compiled)
+        nothing on a GPU (no CUDA context), as a compile worker does."""
+        compile_for(self.kernel, self.spec(), target)
 
     def _warmup(self):
         names = [p.name for p in self.kernel.params]
         if names[len(names) - len(self.constexprs) :] != list(self.constexprs):
             raise KernelError(f"kernel '{self.name}' must take its constexprs last: {names}")
-        return self.kernel.warmup(*self.signature, grid=(1,), **self.options)
+        # the entries a worker compiles with (`spec`): the same key in Triton's cache
+        signature = (_untorched(entry) for entry in self.signature)
+        return self.kernel.warmup(*signature, grid=(1,), **self.options)
 
     @property
     def interpreted(self) -> bool:
@@ -146,46 +152,6 @@ def target_of(device: torch.device) -> Any:
     """What Triton compiles for on `device` (a `GPUTarget`): what a compile worker is told."""
     with torch.cuda.device(device):
         return driver.active.get_current_target()
-
-
-def _build_launcher(compiled) -> None:
-    """Make the host launcher loading `compiled` makes: Triton 3.6 compiles one in C per
-    signature (a C compiler's run, cached on disk), Triton 3.8 has one for all. Nothing without
-    a GPU driver."""
-    try:
-        gpu = driver.default
-    except RuntimeError:  # no active driver: no GPU here
-        return
-    gpu.launcher_cls(compiled.src, compiled.metadata)
-
-
-class _CompileOnly:
-    """A Triton driver that answers only what compiling asks (the device, its stream, the
-    target), from what it is given: a process compiles for a GPU without initializing CUDA."""
-
-    def __init__(self, target: Any, device: int):
-        self.target, self.device = target, device
-
-    def get_current_device(self) -> int:
-        return self.device
-
-    def get_current_stream(self, device: int | None = None) -> int:
-        return 0
-
-    def get_current_target(self) -> Any:
-        return self.target
-
-
-@contextmanager
-def compiling_for(target: Any, device: int = 0) -> Iterator[None]:
-    """Triton compiles for `target` (device index `device`) inside, whatever this process's
-    GPUs are, if any."""
-    previous = driver._active
-    driver.set_active(_CompileOnly(target, device))
-    try:
-        yield
-    finally:
-        driver._active = previous
 
 
 #: while a loader defers binding: the bindings a module asked for, in order
@@ -262,6 +228,15 @@ def _jit_launcher(kernel, options: dict) -> Launcher:
         kernel[(gx, gy, gz)](*args, **options)
 
     return launch
+
+
+def _untorched(entry: Any) -> Any:
+    """A signature entry as a compile worker takes it: a pointer's torch dtype as a `Pointer`."""
+    if isinstance(entry, torch.dtype):
+        return Pointer(str(entry))
+    if isinstance(entry, misaligned):
+        return Pointer(str(entry.dtype), aligned=False)
+    return entry
 
 
 class misaligned:  # noqa: N801  (reads as a dtype wrapper in generated signatures)

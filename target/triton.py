@@ -28,10 +28,21 @@ from .pyexpr import py_expr, py_float, tl_dtype
 from .scans import KERNEL_OPS, TUPLES
 from .wrapper import emit_wrapper
 
+#: what the kernels need: a compile worker runs the kernels alone, without torch
+#: (runtime/compile_job.py)
 HEADER = """\
-import torch
 import triton
 import triton.language as tl
+
+from mind.runtime.triton_helpers import for_current_mode
+
+triton_helpers = for_current_mode()
+"""
+#: after the kernels (from runtime/compile_job.py's `HOST` line on): what the loading process
+#: runs besides, to bind them and call them
+HOST_HEADER = """\
+# -- host: the loading process runs what follows, compile workers stop here --
+import torch
 from torch._C._dynamo.guards import assert_size_stride
 
 from mind.runtime.autotune import tune
@@ -48,12 +59,9 @@ from mind.runtime.launch import (
     misaligned,
     reinterpret_tensor,
 )
-from mind.runtime.triton_helpers import for_current_mode
-
-triton_helpers = for_current_mode()
 """
 
-_RESERVED = set(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", HEADER)) | {
+_RESERVED = set(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", HEADER + HOST_HEADER)) | {
     "args", "stream", "range", "float", "int", "len", "print", "min", "max"}  # fmt: skip
 
 
@@ -75,6 +83,7 @@ def emit(module: Module) -> str:
     ]
     # the wrappers first: a device they name (an extern's `device=cpu`) becomes a host line
     calls = [emit_wrapper(op, host) for op in wrappers]
+    parts.append(HOST_HEADER)
     if host.lines:
         parts.append("\n".join(host.lines) + "\n")
     return "\n\n".join(parts + calls)

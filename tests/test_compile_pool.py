@@ -2,25 +2,23 @@
 front end and ptxas run on any machine), into Triton's on-disk cache, under the keys the loading
 process looks up; a worker that becomes ready while a module compiles joins in."""
 
+import pickle
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from mind.runtime import compile_pool, launch
+from mind.runtime import compile_job, compile_pool
 from mind.runtime.launch import Binding, deferred
 from triton.backends.compiler import GPUTarget
 
 #: an H100's: what the workers compile for here
 H100 = GPUTarget("cuda", 90, 32)
-HEADER = """import torch
-import triton
+HEADER = """import triton
 import triton.language as tl
-
-from mind.runtime.launch import bind
-
-cuda0 = torch.device("cuda", 0)
 """
 KERNEL = """
 
@@ -28,15 +26,24 @@ KERNEL = """
 def scale{i}(x_ptr, n, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x_ptr + i, tl.load(x_ptr + i, i < n) * {i}, i < n)
+"""
+HOST = f"""
+{compile_job.HOST}
+import torch
 
+from mind.runtime.launch import bind
 
+cuda0 = torch.device("cuda", 0)
+"""
+BIND = """
 scale{i}_launch = bind(scale{i}, cuda0, (torch.float32, 3), num_warps=4, num_stages=1, BLOCK=128)
 """
 
 
 def module(tmp_path: Path, kernels: int) -> tuple[str, str, list[Binding]]:
     """A module of `kernels` kernels on cuda:0, written to a file; its source, file, bindings."""
-    source = HEADER + "".join(KERNEL.format(i=i) for i in range(kernels))
+    source = HEADER + "".join(KERNEL.format(i=i) for i in range(kernels)) + HOST
+    source += "".join(BIND.format(i=i) for i in range(kernels))
     path = tmp_path / "module.py"
     path.write_text(source)
     with deferred() as bindings:
@@ -65,7 +72,8 @@ def test_workers_compile_for_a_target_into_the_cache_the_loader_reads(tmp_path, 
     source, path, bindings = module(tmp_path, 3)
     assert all(worker.ready.wait(120) for worker in pool.workers)
     for i in range(len(bindings)):
-        assert pool.workers[i % 2].compile(("module", source, path, i, H100))
+        job = ("module", source, path, bindings[i].spec(), H100)
+        assert pool.workers[i % 2].compile(job)
     made = cubins(tmp_path / "triton")
     assert len(made) == len(bindings) == 3
     for binding in bindings:
@@ -80,9 +88,10 @@ def test_a_worker_that_fails_says_so(tmp_path, pool):
     broken = source.replace("* 0, i < n)", "* tl.no_such_op(0), i < n)")
     Path(path).write_text(broken)
     assert pool.workers[0].ready.wait(120)
-    assert not pool.workers[0].compile(("module", broken, path, 0, H100))
+    spec = bindings[0].spec()
+    assert not pool.workers[0].compile(("module", broken, path, spec, H100))
     Path(path).write_text(source)
-    assert pool.workers[0].compile(("module", source, path, 0, H100))
+    assert pool.workers[0].compile(("module", source, path, spec, H100))
 
 
 def test_a_worker_ready_late_joins_the_compile(tmp_path, pool, monkeypatch):
@@ -95,7 +104,7 @@ def test_a_worker_ready_late_joins_the_compile(tmp_path, pool, monkeypatch):
 
     def counted(worker, job):
         ok = worker_compile(worker, job)
-        by_workers.append(job[3])
+        by_workers.append(job[3].kernel)
         joined.set()
         return ok
 
@@ -112,17 +121,41 @@ def test_a_worker_ready_late_joins_the_compile(tmp_path, pool, monkeypatch):
 
 
 def test_a_worker_runs_a_module_once_for_all_its_kernels(tmp_path, monkeypatch):
-    """Each job names the module and one kernel; the module's source runs once."""
+    """Each job names the module and one kernel; the module's kernels run once, and nothing
+    after them (its bindings, torch)."""
     source, path, bindings = module(tmp_path, 3)
     runs, compiled = [], []
-    exec_source = compile_pool.exec_source
     monkeypatch.setattr(
-        compile_pool, "exec_source", lambda *a: runs.append(a[1]) or exec_source(*a)
+        compile_job, "kernels_of", lambda s: runs.append(s) or s[: s.index("\n# --")]
     )
-    monkeypatch.setattr(Binding, "precompile", lambda b, target: compiled.append(b.name))
-    for i in range(len(bindings)):
-        compile_pool.compile_kernel("module", source, path, i, H100)
-    assert runs == [path] and compiled == ["scale0", "scale1", "scale2"]
+    monkeypatch.setattr(compile_job, "compile_for", lambda k, spec, t: compiled.append(k.__name__))
+    for binding in bindings:
+        compile_job.compile_kernel("module", source, path, binding.spec(), H100)
+    assert len(runs) == 1 and compiled == ["scale0", "scale1", "scale2"]
+
+
+def test_a_worker_imports_no_torch(tmp_path, monkeypatch):
+    """The pool's server and its workers never import torch: a worker compiles a module's
+    kernels for a target in a process where importing torch fails, into the cache where the
+    loader's bind finds them."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    source, path, (binding,) = module(tmp_path, 1)
+    script = (
+        "import pickle, sys\n"
+        "from mind.runtime.compile_worker import warm_up\n"
+        "warm_up()\n"
+        "from mind.runtime import compile_job\n"
+        "compile_job.compile_kernel(*pickle.loads(sys.stdin.buffer.read()))\n"
+        "try:\n    import torch\nexcept ImportError:\n    print('no torch')\n"
+    )
+    job = pickle.dumps(("module", source, path, binding.spec(), H100))
+    run = subprocess.run([sys.executable, "-c", script], input=job, capture_output=True)
+    assert run.returncode == 0, run.stderr.decode()
+    assert run.stdout.decode().strip() == "no torch"
+    made = cubins(tmp_path / "triton")
+    assert len(made) == 1
+    binding.precompile(H100)
+    assert cubins(tmp_path / "triton") == made
 
 
 def test_precompiling_touches_no_gpu(tmp_path, monkeypatch):
@@ -148,7 +181,7 @@ def test_precompiling_builds_tritons_launcher_only_where_torchs_is_off(
     else:
         monkeypatch.setenv("MIND_STATIC_LAUNCHER", setting)
     built = []
-    monkeypatch.setattr(launch, "_build_launcher", lambda compiled: built.append(compiled.name))
+    monkeypatch.setattr(compile_job, "build_launcher", lambda compiled: built.append(compiled.name))
     _, _, (binding,) = module(tmp_path, 1)
     binding.precompile(H100)
     assert built == ([] if setting is None else ["scale0"])
@@ -203,3 +236,35 @@ def test_the_first_target_waits_for_the_drivers_preparation(monkeypatch):
         assert compile_pool.Pool(0).target("cuda:0") == H100
     finally:
         compile_pool._preparing.cache_clear()
+
+
+def test_the_kernels_of_every_emitted_module_run_without_torch(tmp_path):
+    """What a worker runs of a generated module, its kernels (`compile_job.kernels_of`), needs
+    no torch: every triton lit test's module (templates, scans, cooperative and autotuned
+    kernels, asserts) defines its kernels in a process where importing torch fails."""
+    from mind.parser import parse
+    from mind.passes import run_pipeline
+    from mind.target.triton import emit
+
+    lit = Path(__file__).resolve().parent.parent / "lit_tests" / "triton"
+    sources = {}
+    for test in sorted(lit.glob("*.scheduled")):
+        for k, part in enumerate(test.read_text().split("// -----")):
+            module = run_pipeline(parse(part, str(test)), "to-triton{autotune=true}")
+            kernels = [op.symbol for op in module.ops if op.name == "triton.kernel"]
+            sources[f"{test.stem}_{k}"] = (emit(module), kernels)
+    assert sum(len(kernels) for _, kernels in sources.values()) > 50
+    script = (
+        "import pickle, sys\n"
+        "from mind.runtime import compile_job\n"
+        "compile_job.block_torch()\n"
+        "for name, (source, kernels) in pickle.loads(sys.stdin.buffer.read()).items():\n"
+        "    namespace = compile_job.run_kernels(name, source, name)\n"
+        "    assert all(k in namespace for k in kernels), name\n"
+        "print('ok')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], input=pickle.dumps(sources), capture_output=True
+    )
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert run.stdout.decode().strip() == "ok"

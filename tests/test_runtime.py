@@ -151,15 +151,15 @@ def test_kernel_error_shows_source_and_origin(tmp_path):
 
 def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_path, monkeypatch):
     """A kernel with a device assert is `@triton.jit(debug=True)`; the loader's binding and a
-    compile worker's (which runs the same source) compile it with Inductor's options, the same
-    ones (Triton's cache key), and a kernel without asserts with neither; every kernel with
-    libdevice keeping denormals."""
+    compile worker's (which runs the module's kernels alone) compile it with Inductor's options,
+    the same ones (Triton's cache key), and a kernel without asserts with neither; every kernel
+    with libdevice keeping denormals."""
     from pathlib import Path
 
     from mind.parser import parse
     from mind.passes import run_pipeline
-    from mind.runtime import compile_pool
-    from mind.runtime.launch import DEBUG_OPTIONS, EAGER_MATH_OPTIONS, Binding, deferred
+    from mind.runtime import compile_job, compile_pool
+    from mind.runtime.launch import DEBUG_OPTIONS, EAGER_MATH_OPTIONS, deferred
     from mind.target.triton import emit
 
     from mind.options import PIPELINE
@@ -167,20 +167,22 @@ def test_kernels_that_assert_bind_with_debug_in_the_loader_and_the_workers(tmp_p
     lit = Path(__file__).resolve().parent.parent / "lit_tests" / "triton"
     text = (lit / "gather_assert.aten").read_text().replace("cpu", "cuda:0")
     source = emit(run_pipeline(parse(text), PIPELINE))
-    source += emit(run_pipeline(parse((lit / "seed.scheduled").read_text()), "to-triton"))
     path = tmp_path / "module.py"
     path.write_text(source)
     compiled = []
-    monkeypatch.setattr(Binding, "precompile", lambda b, t: compiled.append((b.name, b.options)))
+    monkeypatch.setattr(
+        compile_job, "compile_for", lambda k, spec, t: compiled.append((k.__name__, k.debug, spec))
+    )
     with knobs.runtime.scope():
         knobs.runtime.interpret = False
         with deferred() as bindings:
             compile_pool.exec_source(source, str(path), {"__name__": "module"})
-        for i in range(len(bindings)):  # as a worker does, from the source
-            compile_pool.compile_kernel("module", source, str(path), i, None)
+        for binding in bindings:  # as a worker does, from the source and the binding's spec
+            compile_job.compile_kernel("module", source, str(path), binding.spec(), None)
     loader_options = {b.name: b.options for b in bindings}
-    assert dict(compiled) == loader_options
+    assert {name: spec.options for name, _, spec in compiled} == loader_options
     (asserting,) = [name for name in loader_options if "embedding" in name]
+    assert [name for name, debug, _ in compiled if debug] == [asserting]
     assert loader_options[asserting].items() >= DEBUG_OPTIONS.items()
     assert all("debug" not in o for name, o in loader_options.items() if name != asserting)
     assert all(o.items() >= EAGER_MATH_OPTIONS.items() for o in loader_options.values())
