@@ -76,10 +76,11 @@ def compile_for(kernel: Any, spec: Spec, target: Any) -> Any:
 def build_launcher(compiled: Any) -> None:
     """Make the host launcher loading `compiled` makes: Triton 3.6 compiles one in C per
     signature (a C compiler's run, cached on disk), Triton 3.8 has one for all. Nothing without
-    a GPU driver."""
+    a GPU driver, nor in a worker: Triton's GPU driver is made of torch's device functions, so
+    there the loading process builds it when it binds the kernel."""
     try:
         gpu = driver.default
-    except RuntimeError:  # no active driver: no GPU here
+    except (RuntimeError, ImportError):  # no GPU here, or no torch (a worker)
         return
     gpu.launcher_cls(compiled.src, compiled.metadata)
 
