@@ -1,14 +1,14 @@
-"""Autotuning's candidates (`to-triton{autotune=true}`, mode="max-autotune"): a plan of one
-kernel lists, on its launch, other ways to run it, which the runtime benchmarks at load and
-caches (runtime/autotune.py): the other configs its strategy proposes, and for a reduction the
-other ways to compute it, with their configs too: a looped kernel for a persistent one, a
-persistent one for a looped row of at most PERSISTENT_TUNE_MAX elements, a cooperative one for a
-looped row of at least TUNE_MIN_ROW_BYTES read in several phases, and a looped one for a
-cooperative row. A cooperative candidate takes three more arguments, which its launcher passes
-(runtime/cooperative.py), so the launch's own arguments are the same for all. A config that changes
-the kernel's source (its masks, index width or groups: a block that divides a size needs no mask
-where a larger one does) gets a kernel of its own, compiled and timed like the others. Symbolic
-sizes are not tuned: candidates launch over fixed grids.
+"""Autotuning's candidates (`to-triton{autotune=true}`, mode="max-autotune"): a plan of one kernel
+lists, on its launch, other ways to run it, which the runtime benchmarks at load and caches
+(runtime/autotune.py): the other configs its strategy proposes, and for a reduction the other
+ways to compute it, with their configs too: a looped kernel for a persistent one, a persistent
+one for a looped row of at most PERSISTENT_TUNE_MAX elements, a cooperative one for a looped row
+of at least TUNE_MIN_ROW_BYTES read in several phases, and a looped one for a cooperative row. A
+cooperative candidate takes three more arguments, which its launcher passes
+(runtime/cooperative.py), so the launch's own arguments are the same for all. A config that
+changes the kernel's source (its masks, index width or groups: a block that divides a size needs
+no mask where a larger one does) gets a kernel of its own, compiled and timed like the others.
+Symbolic sizes are not tuned: candidates launch over fixed grids.
 """
 
 from __future__ import annotations

@@ -2,12 +2,13 @@
 
 A generated module binds each kernel once, when it loads: `bind` compiles it for the arguments'
 types and alignment (Triton's `warmup`, with `compile_job.Pointer`s standing for pointers, as
-Triton's `MockTensor` does, and as a compile worker compiles it) and binds a launcher of the compiled kernel: torch's C++ launcher, as Inductor
-launches (static_launch.py), or else Triton's (`CompiledKernel.run`, with the function handle and
-packed metadata kept). A launch is then one call: no argument specialization, no cache key, no
-lookup. That is the level below `CompiledKernel[grid]`, whose runner passes only the arguments
-it is given while the launcher wants every kernel parameter, constexprs included, in signature
-order (mind's kernels put their constexprs last).
+Triton's `MockTensor` does, and as a compile worker compiles it) and binds a launcher of the
+compiled kernel: torch's C++ launcher, as Inductor launches (static_launch.py), or else Triton's
+(`CompiledKernel.run`, with the function handle and packed metadata kept). A launch is then one
+call: no argument specialization, no cache key, no lookup. That is the level below
+`CompiledKernel[grid]`, whose runner passes only the arguments it is given while the launcher
+wants every kernel parameter, constexprs included, in signature order (mind's kernels put their
+constexprs last).
 
 What the specialization assumed must hold at run time: integer arguments that vary between
 calls are compiled unspecialized (`do_not_specialize` on the kernel), a pointer never aligned is
@@ -107,9 +108,8 @@ class Binding:
         names = [p.name for p in self.kernel.params]
         if names[len(names) - len(self.constexprs) :] != list(self.constexprs):
             raise KernelError(f"kernel '{self.name}' must take its constexprs last: {names}")
-        # the entries a worker compiles with (`spec`): the same key in Triton's cache
-        signature = (_untorched(entry) for entry in self.signature)
-        return self.kernel.warmup(*signature, grid=(1,), **self.options)
+        # what a worker compiles with: the same key in Triton's cache
+        return self.kernel.warmup(*self.spec().signature, grid=(1,), **self.options)
 
     @property
     def interpreted(self) -> bool:
