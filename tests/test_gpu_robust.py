@@ -111,8 +111,8 @@ def test_a_gather_compiles_with_debug_in_the_workers_and_the_loader_alike(tmp_pa
         pool = compile_pool.pool()
         target = target_of(bindings[0].device)
         assert pool.workers[0].ready.wait(120)
-        for i in range(len(bindings)):  # (a worker takes a binding by its index)
-            assert pool.workers[0].compile(("module", source, str(path), i, target))
+        for binding in bindings:  # (a worker compiles from the binding's Spec)
+            assert pool.workers[0].compile(("module", source, str(path), binding.spec(), target))
         cubins = len(list((tmp_path / "triton").rglob("*.cubin")))
         assert cubins == len(bindings) >= 2
         for binding in bindings:  # found in Triton's cache: the same options, no new cubin
