@@ -241,20 +241,32 @@ def test_the_first_target_waits_for_the_drivers_preparation(monkeypatch):
 
 def test_the_kernels_of_every_emitted_module_run_without_torch(tmp_path):
     """What a worker runs of a generated module, its kernels (`compile_job.kernels_of`), needs
-    no torch: every triton lit test's module (templates, scans, cooperative and autotuned
-    kernels, asserts) defines its kernels in a process where importing torch fails."""
+    no torch: every module of the triton, combo-kernel and matmul-template lit inputs (templates
+    with prologues and epilogues, combo kernels, scans, cooperative and autotuned kernels,
+    asserts) defines its kernels in a process where importing torch fails."""
     from mind.parser import parse
     from mind.passes import run_pipeline
     from mind.target.triton import emit
 
-    lit = Path(__file__).resolve().parent.parent / "lit_tests" / "triton"
+    from mind.options import PIPELINE
+
+    lit = Path(__file__).resolve().parent.parent / "lit_tests"
+    after_templates = PIPELINE[PIPELINE.index("realize") :]
+    inputs = {
+        "triton/*.scheduled": "to-triton{autotune=true}",
+        "combo_kernels/*.scheduled": "combo-kernels,to-triton",
+        "mm_templates/*.loops": f"mm-templates{{select=template}},{after_templates}",
+    }
     sources = {}
-    for test in sorted(lit.glob("*.scheduled")):
-        for k, part in enumerate(test.read_text().split("// -----")):
-            module = run_pipeline(parse(part, str(test)), "to-triton{autotune=true}")
-            kernels = [op.symbol for op in module.ops if op.name == "triton.kernel"]
-            sources[f"{test.stem}_{k}"] = (emit(module), kernels)
-    assert sum(len(kernels) for _, kernels in sources.values()) > 50
+    for pattern, pipeline in inputs.items():
+        for test in sorted(lit.glob(pattern)):
+            for k, part in enumerate(test.read_text().split("// -----")):
+                module = run_pipeline(parse(part, str(test)), pipeline)
+                kernels = [op.symbol for op in module.ops if op.name == "triton.kernel"]
+                sources[f"{test.parent.name}_{test.stem}_{k}"] = (emit(module), kernels)
+    assert sum(len(kernels) for _, kernels in sources.values()) > 80
+    assert any("combo" in k for _, kernels in sources.values() for k in kernels)
+    assert any("_tem_" in k for _, kernels in sources.values() for k in kernels)
     script = (
         "import pickle, sys\n"
         "from mind.runtime import compile_job\n"
