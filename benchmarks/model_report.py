@@ -52,6 +52,14 @@ def _speedup(row: Row | None) -> str:
     return _num(row.get("speedup"), ".2f") + flag
 
 
+def _compiled_here(counts: dict | None) -> str:
+    """ "3 of 17": kernels the loading process compiled itself during a first call, of those mind
+    compiled (the others by its compile workers); "-" where mind compiled none."""
+    if not counts or not sum(counts.values()):
+        return "-"
+    return f"{counts['here']} of {counts['here'] + counts['workers']}"
+
+
 COLUMNS = (
     ("model", lambda r: r["model"]),
     ("dtype", lambda r: r["dtype"]),
@@ -64,6 +72,7 @@ COLUMNS = (
     ("peak MiB", lambda r: _num(r.get("peak_mib"), ".0f")),
     ("reserved MiB", lambda r: _num(r.get("reserved_mib"), ".0f")),
     ("first call s", lambda r: _num(r.get("first_s"), ".1f")),
+    ("kernels compiled here", lambda r: _compiled_here(r.get("first_compiles"))),
     ("out err", lambda r: _num(r.get("out_rel"), ".1e")),
     ("grad err", lambda r: _num(r.get("grad_rel"), ".1e")),
     ("out ratio", lambda r: _num(r.get("out_ratio"), ".2g")),

@@ -278,6 +278,13 @@ def verdict(errs: Report) -> tuple[bool, str]:
     return not bad, "; ".join(bad)
 
 
+def compiled_since(before: dict[str, int]) -> dict[str, int]:
+    """Kernels mind compiled since `before` (a copy of `counters["mind_compile"]`), in the
+    loading process (`here`) and by its compile workers (runtime/compile_pool.py)."""
+    now = torch._dynamo.utils.counters["mind_compile"]
+    return {k: int(now[k] - before.get(k, 0)) for k in ("here", "workers")}
+
+
 def dynamo_counts() -> dict[str, int]:
     """Graphs Dynamo compiled and graph breaks it took since the last reset."""
     counters = torch._dynamo.utils.counters
@@ -325,6 +332,7 @@ def measure(task: Task, lock, row: dict[str, object]) -> None:
         want = snapshot(module, stepper(task, module, module, inputs))
         torch._dynamo.reset()
         with catch_fallbacks(fallbacks):
+            compiles = dict(torch._dynamo.utils.counters["mind_compile"])
             start = time.perf_counter()
             fn = compiled(module, task.backend)
             step = stepper(task, module, fn, inputs)
@@ -332,6 +340,7 @@ def measure(task: Task, lock, row: dict[str, object]) -> None:
             sync(task.device)
             if checked:
                 row["first_s"] = time.perf_counter() - start
+                row["first_compiles"] = compiled_since(compiles)
             for _ in range(WARM_UP_CALLS[device_kind(task.device)]):
                 step()
             again = snapshot(module, step)

@@ -67,6 +67,9 @@ NOTES = (
     " forward and backward compile), after torch._dynamo.reset(), with empty on-disk caches of"
     " its own (Inductor, Triton, mind), in a process that compiled a throwaway Linear first so"
     " that one-off start-up is not counted. With --jobs > 1 other rows compile at the same time.",
+    "kernels compiled here: of the kernels mind compiled during the first call, those the loading"
+    " process compiled itself, the others by its compile workers (a worker not ready yet leaves"
+    " its share to the loader).",
     "out err: max |compiled - eager| / max |eager| of the output; grad err: the same over all"
     " parameter gradients together, relative to the largest eager gradient; the JSON has absolute"
     " errors and the worst gradient's name. Reported, not judged: eager's own errors are of that"

@@ -181,6 +181,16 @@ class Batch:
             "%s: %d kernels, %d compiled here, the others by %d workers",
             self.module, len(self.bindings), self.here, len(self.pool.workers),
         )  # fmt: skip
+        _count(len(self.bindings), self.here)
+
+
+def _count(kernels: int, here: int) -> None:
+    """`counters["mind_compile"]`: kernels compiled in the loading process (`here`) and by the
+    workers, for benchmarks and tests (the models benchmark reports a first call's)."""
+    from torch._dynamo.utils import counters
+
+    counters["mind_compile"]["here"] += here
+    counters["mind_compile"]["workers"] += kernels - here
 
 
 class Pool:

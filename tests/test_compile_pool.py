@@ -281,3 +281,21 @@ def test_the_kernels_of_every_emitted_module_run_without_torch(tmp_path):
     )
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     assert run.stdout.decode().strip() == "ok"
+
+
+def test_who_compiled_each_kernel_is_counted(tmp_path, pool, monkeypatch):
+    """`counters["mind_compile"]`: kernels compiled by the loading process and by the workers,
+    as the models benchmark reports a first call's."""
+    from torch._dynamo.utils import counters
+
+    source, path, bindings = module(tmp_path, 4)
+    monkeypatch.setattr(compile_pool, "target_of", lambda device: H100)
+    monkeypatch.setattr(Binding, "compile", lambda b: b.precompile(H100))
+    assert all(worker.ready.wait(120) for worker in pool.workers)
+    counters["mind_compile"].clear()
+    batch = pool.submit("module", source, path, bindings)
+    batch.wait()
+    assert dict(counters["mind_compile"]) == {"here": batch.here, "workers": 4 - batch.here}
+    counters["mind_compile"].clear()
+    compile_pool.Pool(0).submit("module", source, path, bindings).wait()
+    assert dict(counters["mind_compile"]) == {"here": 4, "workers": 0}

@@ -136,7 +136,7 @@ def test_from_json_renders_runs_again_together(tmp_path):
     rows = [
         {**base, "backend": "mind", "wall_ms": 1.0, "ok": False, "why": "output: ratio 40",
          "out_rel": 1.0, "out_ratio": 40.0, "fallback": ["mind: graph 'g' runs eagerly: X"],
-         "first_s": 2.0},
+         "first_s": 2.0, "first_compiles": {"here": 3, "workers": 14}},
         {**base, "backend": "inductor", "error": "TypeError: no"},
         {**base, "backend": "eager", "wall_ms": 2.0, "gpu_ms": 1.5, "host_ms": 0.5,
          "kernels": 7, "peak_mib": 96.4, "reserved_mib": 130.2},
@@ -157,10 +157,10 @@ def test_from_json_renders_runs_again_together(tmp_path):
         "| m | bf16 | train | 2.000 | ERR | 2.00 (FAIL) |\n| m | bf16 | infer | 1.000 |  | 4.00 |"
     )
     assert pivot in md  # eager first, then the rest; the groups in the order of the runs
-    assert "| m | bf16 | train | eager | 2.000 | 1.500 | 0.500 | 7 | 96 | 130 | - |" in md
+    assert "| m | bf16 | train | eager | 2.000 | 1.500 | 0.500 | 7 | 96 | 130 | - | - |" in md
     assert (
-        "| m | bf16 | train | mind | 1.000 | - | - | - | - | - | 2.0 | 1.0e+00 | - | 40 | - | FAIL"
-        " (fallback)" in md
+        "| m | bf16 | train | mind | 1.000 | - | - | - | - | - | 2.0 | 3 of 17 | 1.0e+00 | - | 40"
+        " | - | FAIL (fallback)" in md
     )
     assert "- m bf16 train inductor: TypeError: no" in md
     assert "- m bf16 train mind: FAIL: output: ratio 40" in md
