@@ -53,8 +53,8 @@ def _speedup(row: Row | None) -> str:
 
 
 def _compiled_here(counts: dict | None) -> str:
-    """ "3 of 17": kernels the loading process compiled itself during a first call, of those mind
-    compiled (the others by its compile workers); "-" where mind compiled none."""
+    """The kernels the loading process compiled itself during a first call, of those mind
+    compiled ("3 of 17"; its compile workers compiled the others); "-" where mind compiled none."""
     if not counts or not sum(counts.values()):
         return "-"
     return f"{counts['here']} of {counts['here'] + counts['workers']}"
