@@ -549,9 +549,9 @@ def _verify_launch(op: Launch) -> None:
     kernel = _sibling_kernel(op, op.symbol)
     if kernel is None:
         raise VerifyError(f"'triton.launch' of unknown kernel '@{op.symbol}'", op.loc)
-    added = len(launcher_args(kernel))
-    params = kernel.body.args[: len(kernel.body.args) - added]
+    params = kernel.body.args[: _call_params(kernel)]
     if len(op.args) != len(params):
+        added = len(launcher_args(kernel))
         added = f" (its launcher adds {added})" if added else ""
         raise VerifyError(
             f"'@{op.symbol}' takes {len(params)} arguments{added}, launched with {len(op.args)}",

@@ -145,10 +145,16 @@ def run_kernels(module: str, source: str, filename: str) -> dict[str, Any]:
     (Triton's cache key includes it). Triton reads a kernel's source from `filename`, or from
     `linecache` where the loader could not write the file."""
     if not os.path.exists(filename):
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        remember_source(source, filename)
     namespace = {"__name__": module}
     exec(compile(kernels_of(source), filename, "exec"), namespace)
     return namespace
+
+
+def remember_source(source: str, filename: str) -> None:
+    """Put a module's source, which no file holds, where tracebacks and Triton (which reads a
+    kernel's source) look for `filename`'s lines (`linecache`)."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
 class _NoTorch(importlib.abc.MetaPathFinder):

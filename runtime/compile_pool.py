@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import linecache
 import os
 import pickle
 import struct
@@ -45,7 +44,7 @@ from mind.ir.logs import channel
 
 from .autotune import Tuned
 from .cache import module_code
-from .compile_job import receive, send
+from .compile_job import receive, remember_source, send
 from .launch import Binding, target_of
 from .progress import Silent
 
@@ -336,6 +335,6 @@ def exec_source(source: str, filename: str, namespace: dict) -> None:
     if os.path.exists(filename):
         code = module_code(source, filename)
     else:
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        remember_source(source, filename)
         code = compile(source, filename, "exec")
     exec(code, namespace)

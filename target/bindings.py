@@ -156,9 +156,10 @@ class Host:
         heads = {}
         for symbol, _, grid in candidates:
             if symbol not in heads:
-                tail = self._launcher_params(self.module.lookup(symbol), op, varying)
+                candidate = self.module.lookup(symbol)
+                tail = self._launcher_params(candidate, op, varying)
                 heads[symbol] = f"{device}{_tuple([*signature, *tail])}, {checks}"
-                heads[symbol] += _cooperation(self.module.lookup(symbol), grid)
+                heads[symbol] += _cooperation(candidate, grid)
         if not op.candidates:
             binding = _bind_call(op.symbol, heads[op.symbol], own)
         else:

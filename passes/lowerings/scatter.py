@@ -112,8 +112,9 @@ def _empty(ranges: Sequence[IntLike]) -> bool:
 def _scatter(ctx, x, dim, index, src, reduce: str | None, include_self: bool = True):
     """`out[p with dim replaced by index[p]] (op)= src[p]` over the index's shape; an index out
     of [0, size) asserts (negative ones too: scatter does not wrap them)."""
-    if reduce is None and _selects(x, dim, index):
-        return _select(ctx, x, norm_dim(dim, x.type.rank), index, src, fill_value(x))
+    fill = _selected_fill(x, dim, index) if reduce is None else None
+    if fill is not None:
+        return _select(ctx, x, norm_dim(dim, x.type.rank), index, src, fill)
     mode = store_mode(ctx, reduce, x.type.dtype)
     rank = x.type.rank
     if index.type.rank != rank and rank and index.type.rank:
@@ -140,15 +141,17 @@ def _scatter(ctx, x, dim, index, src, reduce: str | None, include_self: bool = T
     return scatter_node(ctx, target, ranges, mode, value)
 
 
-def _selects(x: Value, dim: int, index: Value) -> bool:
-    """Whether a scatter into `x` is a select: `x` a fill, and the index one element along `dim`
-    at every position of `x`'s other dims."""
+def _selected_fill(x: Value, dim: int, index: Value) -> float | int | bool | None:
+    """The value `x` is filled with where a scatter into it is a select: `x` a fill, and the
+    index one element along `dim` at every position of `x`'s other dims; else None."""
     rank = x.type.rank
-    if not rank or index.type.rank != rank or fill_value(x) is None:
-        return False
+    fill = fill_value(x) if rank and index.type.rank == rank else None
+    if fill is None:
+        return None
     dim = norm_dim(dim, rank)
     sizes = zip(index.type.shape, x.type.shape)
-    return all(equal(i, 1) if d == dim else equal(i, n) for d, (i, n) in enumerate(sizes))
+    whole = all(equal(i, 1) if d == dim else equal(i, n) for d, (i, n) in enumerate(sizes))
+    return fill if whole else None
 
 
 def _select(ctx, x, dim: int, index, src, fill) -> Value:
