@@ -145,7 +145,10 @@ def _kernel_op(op: Operation, n: Names) -> str:
     if kind == "full":
         return _full(result, a[0], op.args[0])
     if kind == "cast":
-        return f"{a[0]}.to({tl_dtype(result.dtype)})"
+        # f64 to a 16-bit float through f32, as torch converts (each rounding to nearest even):
+        # a direct conversion rounds once, and 535.74998 became 535.5 where torch's half is 536
+        narrow = dtype_of(op.value) == dt.f64 and result.dtype in (dt.f16, dt.bf16)
+        return f"{a[0]}{'.to(tl.float32)' if narrow else ''}.to({tl_dtype(result.dtype)})"
     if kind == "broadcast_to":
         return f"tl.broadcast_to({a[0]}, {_shape(result.shape)})"
     if kind == "reduce":

@@ -454,12 +454,13 @@ def test_a_cast_to_bf16_rounds_to_nearest_even():
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # numpy's, making f16's inf
 def test_a_cast_to_bf16_from_any_dtype_is_torchs(dtype):
     """Through f32, as torch converts: the interpreter wrote an integer's or an f64's value as
-    the bits of a bf16 (a mean NLL loss in bf16, which divides by the count of its targets, was
-    inf). Values past f32's precision and bf16's range round as torch rounds them."""
+    inf). Values past f32's precision and bf16's range round as torch rounds them, f64 ones to
+    f16 twice too (535.74998 to 536 through f32's 535.75, not to 535.5 at once)."""
     from programs import no_fallback
 
     x = torch.tensor([6.5, -1.25, 300.0, 0.0, 257.0, 16777217.0, 1e30, 3.3961e38, -1e300])
-    x = torch.cat([x, torch.randn(64, dtype=torch.float64) * 1000]).to(torch.float64)
+    twice = torch.tensor([535.7499797037141, 1572.5000468285843], dtype=torch.float64)
+    x = torch.cat([x.double(), twice, torch.randn(64, dtype=torch.float64) * 1000])
     if not dtype.is_floating_point:
         x = x.clamp(-(2**62), 2**62) if dtype == torch.int64 else x.remainder(100) - 50
     x = x.to(dtype)
