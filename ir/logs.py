@@ -26,7 +26,8 @@ CHANNELS = {
     "fusion": "each pair of nodes fuse weighs: fused (bytes saved) or refused, by which rule",
     "output_code": "the Python module generated for each graph (Triton kernels and call)",
     "cache": "the module and whole-graph caches: hits, misses, writes, files repaired",
-    "launch": "kernels bound at load: compiled here or in a worker, the launcher chosen",
+    "launch": "kernels bound at load: compiled here or in a worker, in how long (the slowest "
+    "named), the launcher chosen",
     "cudagraphs": "CUDA graphs: warm-up, recording, calls run unrecorded and why",
     "autotune": "max-autotune: each launch's candidates timed and the winner, each matmul's "
     "template against ATen",

@@ -24,6 +24,7 @@ import os
 import pickle
 import struct
 import sys
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -189,16 +190,17 @@ def receive(stream: BinaryIO) -> object:
 
 def serve(jobs: BinaryIO, results: BinaryIO) -> None:
     """A worker's loop: say it is ready, then compile each job it is sent (the arguments of
-    `compile_kernel`) and answer whether it worked."""
+    `compile_kernel`) and answer how many seconds it took, or None where it failed."""
     send(results, "ready")
     while True:
         try:
             job = receive(jobs)
         except EOFError:
             return
+        start = time.perf_counter()
         try:
             compile_kernel(*job)
-            ok = True
+            seconds = time.perf_counter() - start
         except Exception:  # the loader compiles it again and reports the error
-            ok = False
-        send(results, ok)
+            seconds = None
+        send(results, seconds)

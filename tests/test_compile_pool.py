@@ -74,7 +74,7 @@ def test_workers_compile_for_a_target_into_the_cache_the_loader_reads(tmp_path, 
     assert all(worker.ready.wait(120) for worker in pool.workers)
     for i in range(len(bindings)):
         job = ("module", source, path, bindings[i].spec(), H100)
-        assert pool.workers[i % 2].compile(job)
+        assert pool.workers[i % 2].compile(job) is not None
     made = cubins(tmp_path / "triton")
     assert len(made) == len(bindings) == 3
     for binding in bindings:
@@ -83,16 +83,16 @@ def test_workers_compile_for_a_target_into_the_cache_the_loader_reads(tmp_path, 
 
 
 def test_a_worker_that_fails_says_so(tmp_path, pool):
-    """A kernel that does not compile answers False (the loader compiles it again and reports
-    the error); the worker goes on with the next job."""
+    """A kernel that does not compile answers None (the loader compiles it again and reports
+    the error); the worker goes on with the next job, and answers its seconds."""
     source, path, bindings = module(tmp_path, 1)
     broken = source.replace("* 0, i < n)", "* tl.no_such_op(0), i < n)")
     Path(path).write_text(broken)
     assert pool.workers[0].ready.wait(120)
     spec = bindings[0].spec()
-    assert not pool.workers[0].compile(("module", broken, path, spec, H100))
+    assert pool.workers[0].compile(("module", broken, path, spec, H100)) is None
     Path(path).write_text(source)
-    assert pool.workers[0].compile(("module", source, path, spec, H100))
+    assert pool.workers[0].compile(("module", source, path, spec, H100)) is not None
 
 
 def test_a_worker_ready_late_joins_the_compile(tmp_path, pool, monkeypatch):
@@ -119,6 +119,27 @@ def test_a_worker_ready_late_joins_the_compile(tmp_path, pool, monkeypatch):
     assert not any(worker.ready.is_set() for worker in pool.workers)
     pool.submit("module", source, path, bindings).wait()
     assert by_workers and len(cubins(tmp_path / "triton")) == len(bindings)
+
+
+def test_the_log_says_how_long_each_kernel_took_and_which_was_slowest(
+    tmp_path, pool, monkeypatch, caplog
+):
+    """A first call waits at the least for its slowest kernel (a matmul template's compile is
+    several times a pointwise kernel's): the launch channel names it, with each kernel's seconds
+    as the worker that compiled it answered them."""
+    source, path, bindings = module(tmp_path, 3)
+    assert all(worker.ready.wait(120) for worker in pool.workers)
+    monkeypatch.setattr(Binding, "compile", lambda binding: binding.precompile(H100))
+    monkeypatch.setattr(compile_pool, "target_of", lambda device: H100)
+    with caplog.at_level("DEBUG", logger="mind.launch"):
+        batch = pool.submit("module", source, path, bindings)
+        batch.wait()
+    assert sorted(batch.seconds) == [0, 1, 2] and all(s > 0 for s in batch.seconds.values())
+    by_workers = [r.getMessage() for r in caplog.records if "compiled by a worker in" in r.message]
+    assert len(by_workers) == 3 - batch.here
+    slowest = max(batch.seconds, key=batch.seconds.get)
+    ms = f"{1e3 * batch.seconds[slowest]:.0f} ms"
+    assert f"the slowest, scale{slowest}, {ms}" in caplog.text
 
 
 def test_a_worker_runs_a_module_once_for_all_its_kernels(tmp_path, monkeypatch):
