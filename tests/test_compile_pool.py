@@ -142,6 +142,23 @@ def test_the_log_says_how_long_each_kernel_took_and_which_was_slowest(
     assert f"the slowest, scale{slowest}, {ms}" in caplog.text
 
 
+def test_workers_take_the_longest_compiles_first(tmp_path):
+    """A matmul's kernel first (a template compiles several times longer than a pointwise
+    kernel), then the longer sources: the first call does not wait for a long compile that
+    started last. Equal guesses keep the module's order."""
+    source, path, _ = module(tmp_path, 4)
+    long = KERNEL.format(i=1).replace("* 1, i < n)", "* 1 + 2 * 3 + 4, i < n)")
+    dot = KERNEL.format(i=3).replace(
+        "tl.load(x_ptr + i, i < n) * 3", "tl.dot(tl.load(x_ptr), tl.load(x_ptr))"
+    )
+    source = source.replace(KERNEL.format(i=1), long).replace(KERNEL.format(i=3), dot)
+    Path(path).write_text(source)
+    with deferred() as bindings:
+        compile_pool.exec_source(source, path, {"__name__": "module"})
+    batch = compile_pool.Batch(compile_pool._ALONE, "module", source, path, bindings)
+    assert [bindings[i].name for i in batch.todo] == ["scale3", "scale1", "scale0", "scale2"]
+
+
 def test_a_worker_runs_a_module_once_for_all_its_kernels(tmp_path, monkeypatch):
     """Each job names the module and one kernel; the module's kernels run once."""
     source, path, bindings = module(tmp_path, 3)
