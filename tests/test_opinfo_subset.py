@@ -7,10 +7,18 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is a plain folder
 
-from benchmarks.opinfo import category, check_op, merged, op_names  # noqa: E402
+from benchmarks.opinfo import (  # noqa: E402
+    Draw,
+    category,
+    check_op,
+    closer_to_float64,
+    merged,
+    op_names,
+)
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
 
@@ -64,3 +72,38 @@ def test_a_sweep_of_some_ops_updates_their_rows():
         {"op": "sort", "v": 2},
         {"op": "new", "v": 2},
     ]
+
+
+@pytest.mark.parametrize("op", ["sum", "softmax", "cumsum"])
+def test_another_sample_in_another_dtype_matches_eager(op):
+    """`--dtype` and `--sample` draw inputs the default sweep never shows mind."""
+    row = check_op(op, "cpu", ("mind",), Draw("bfloat16", 1))
+    assert row.dtype == "bfloat16" and row.eager in ("ok", "random"), row
+    cell = row.cells["mind"]
+    assert cell.status == "pass" and not cell.fallbacks, (cell.message, cell.fallbacks)
+    assert category(vars(cell)) == "own kernels"
+
+
+def test_an_op_without_the_drawn_sample_is_skipped():
+    assert check_op("abs", "cpu", ("mind",), Draw(sample=10_000)).eager == (
+        "error: fewer than 10001 samples"
+    )
+    assert check_op("abs", "cpu", ("mind",), Draw("float8_e4m3fn")).eager == (
+        "error: no supported dtype float8_e4m3fn"
+    )
+
+
+def test_a_result_that_differs_from_eager_passes_only_closer_to_float64():
+    """Eager's low-precision kernels round too (its CPU grid sampler in bfloat16 is 40 times as
+    far from float64 as mind's): a result that differs from eager's passes where it is at least
+    as close to the op run in float64, for every output."""
+    x = torch.linspace(-3, 3, 64, dtype=torch.bfloat16)
+
+    def fn(t):
+        return t.exp(), t * 3
+
+    exact = [r.to(torch.bfloat16) for r in fn(x.double())]
+    off = [r + 0.25 for r in exact]
+    assert closer_to_float64(fn, (x,), exact, off).startswith("differs from eager, but is closer")
+    assert closer_to_float64(fn, (x,), off, exact) == ""
+    assert closer_to_float64(fn, (x,), [exact[0], off[1]], [off[0], exact[1]]) == ""
