@@ -3,7 +3,7 @@ pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, a
 frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx,
 erfinv), pooling (max, over small windows and large, average, adaptive; average and max
 backward), indexing and creation (flip, rot90, roll, repeat, tril_indices, linspace, eye),
-scatters into slices, diagonals and strided views, masked_scatter, addmv, bucketize and
+scatters into slices, diagonals and strided views, masked_scatter, take, addmv, bucketize and
 searchsorted (binary searches), copies, unfold and fold, grid_sample. Each runs through mind's
 own kernels, with no fallback, against eager: several shapes (odd sizes, strided inputs), dtypes
 (f32, bf16, ints)."""
@@ -116,6 +116,14 @@ CASES = {
     "masked_scatter_nothing_set": (
         torch.masked_scatter,
         lambda: (_randn(6), torch.zeros(6, dtype=torch.bool), _randn(0)),
+    ),
+    "take_0d_index": (  # torch's rule reads a 0-d index as a number: tracing stopped there
+        torch.take,
+        lambda: (_randn(3, 4), torch.tensor(-2)),
+    ),
+    "take_index_shape_strided": (
+        torch.take,
+        lambda: (_randn(5, 6).t(), torch.tensor([[0, 29], [-1, 7]])),
     ),
     "addmv": (
         lambda b, a, v: torch.addmv(b, a, v, beta=0.5, alpha=2),
