@@ -2,12 +2,13 @@
 (and optionally Inductor) and compared with eager.
 
     python3 -m benchmarks.opinfo [--device cpu] [--ops abs,sum,...] [--inductor] [--timeout 120]
-                                 [--dtype bfloat16] [--sample 2]
+                                 [--dtype bfloat16] [--sample 2] [--grad]
                                  [--out benchmarks/results/opinfo_cpu]
 
 By default each op's first sample, in the first dtype of DTYPE_PREFERENCE the op supports;
 `--dtype` and `--sample` draw another (inputs the default sweep never shows mind: an op without
-that dtype or that many samples is skipped, as where eager fails).
+that dtype or that many samples is skipped, as where eager fails). `--grad` compares the inputs'
+gradients too, through the backward graph the backend compiles (ops without autograd skipped).
 
 Per op it records: pass / mismatch / error against eager (eager failing on the sample: skip),
 whether Dynamo handed mind a graph at all, the kernels mind generated (the `@triton.jit`
@@ -94,12 +95,19 @@ class Draw:
 
     dtype: str | None = None
     sample: int = 0
+    #: also the gradients of the inputs, through the backward graph the backend compiles
+    grad: bool = False
 
     def __str__(self) -> str:
-        if self == Draw():
-            return "one sample per op"
-        dtype = f"in {self.dtype}" if self.dtype else "in the first dtype it supports"
-        return f"sample {self.sample} of each op, {dtype}"
+        drawn = "one sample per op"
+        if (self.dtype, self.sample) != (None, 0):
+            dtype = f"in {self.dtype}" if self.dtype else "in the first dtype it supports"
+            drawn = f"sample {self.sample} of each op, {dtype}"
+        return drawn + (", with gradients" if self.grad else "")
+
+    def run(self, fn, args):
+        """What is compared: `fn`'s outputs, and with `grad` the inputs' gradients too."""
+        return _with_grads(fn, args) if self.grad else fn(*args)
 
 
 # -- one op, in the worker ------------------------------------------------------------------
@@ -111,8 +119,11 @@ def check_op(name: str, device: str, backends: tuple[str, ...], draw: Draw = Dra
     if dtype is None:
         row.eager = f"error: no supported dtype{f' {draw.dtype}' if draw.dtype else ''}"
         return row
+    if draw.grad and not (op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)):
+        row.eager = "error: no gradients"
+        return row
     try:
-        samples = op.sample_inputs(device, dtype, requires_grad=False)
+        samples = op.sample_inputs(device, dtype, requires_grad=draw.grad)
         sample = next(itertools.islice(samples, draw.sample, None), None)
         if sample is None:
             row.eager = f"error: fewer than {draw.sample + 1} samples"
@@ -122,15 +133,15 @@ def check_op(name: str, device: str, backends: tuple[str, ...], draw: Draw = Dra
         def fn(*a):
             return op.op(*a, **sample.kwargs)
 
-        want = _run_eager(fn, args, seed=0)
-        random = _unchecked(op) or not _same(want, _run_eager(fn, args, seed=1), 0.0)
+        want = _run_eager(fn, args, draw, seed=0)
+        random = _unchecked(op) or not _same(want, _run_eager(fn, args, draw, seed=1), 0.0)
     except Exception as exc:
         row.eager = f"error: {type(exc).__name__}: {_first_line(exc)}"
         return row
     row.eager = "random" if random else "ok"
     tol = TOLERANCE.get(str(dtype).removeprefix("torch."), 1e-5)
     for backend in backends:
-        row.cells[backend] = _check_backend(backend, fn, args, want, tol, random)
+        row.cells[backend] = _check_backend(backend, fn, args, want, tol, random, draw)
     return row
 
 
@@ -151,14 +162,32 @@ def _sample_dtype(op, device: str, wanted: str | None = None):
 
 
 def _clone(args):
+    """Fresh leaves, each requiring grad as its original does."""
 
-    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, args)
+    def fresh(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.detach().clone().requires_grad_(t.requires_grad)
+
+    return tree_map(fresh, args)
 
 
-def _run_eager(fn, args, seed: int):
-
+def _run_eager(fn, args, draw: Draw, seed: int):
     torch.manual_seed(seed)
-    return fn(*_clone(args))
+    return draw.run(fn, _clone(args))
+
+
+def _with_grads(fn, args) -> tuple:
+    """`fn`'s outputs and the gradients of the inputs that require them, for a fixed random
+    cotangent of each differentiable output (a sum's ones would hide a softmax's gradient)."""
+    outputs = fn(*args)
+    inputs = [a for a in tree_leaves(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    wrt = [o for o in tree_leaves(outputs) if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not inputs or not wrt:
+        return outputs, ()
+    gen = torch.Generator().manual_seed(0)
+    cotangents = [torch.randn(o.shape, generator=gen).to(o.device, o.dtype) for o in wrt]
+    return outputs, torch.autograd.grad(wrt, inputs, cotangents, allow_unused=True)
 
 
 def _same(got, want, tol: float, shapes_only: bool = False) -> bool:
@@ -183,7 +212,7 @@ def _assert_same(got, want, tol: float, shapes_only: bool = False) -> None:
     torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
 
 
-def closer_to_float64(fn, args, got, want) -> str:
+def closer_to_float64(fn, args, got, want, draw: Draw = Draw()) -> str:
     """Where a low-precision result differs from eager's: whether each of its tensors is at least
     as close to the op run in float64 as eager's is (eager's CPU grid sampler in bfloat16 is 0.16
     off on values of 1.6, mind's 0.004), and by how much; "" where it is not, or float64 can't
@@ -191,10 +220,12 @@ def closer_to_float64(fn, args, got, want) -> str:
     lowp = (torch.float16, torch.bfloat16, torch.float32)
 
     def wide(x):
-        return x.double() if isinstance(x, torch.Tensor) and x.dtype in lowp else x
+        if not isinstance(x, torch.Tensor) or x.dtype not in lowp:
+            return x
+        return x.detach().double().requires_grad_(x.requires_grad)
 
     try:
-        reference = tree_leaves(fn(*tree_map(wide, _clone(args))))
+        reference = tree_leaves(draw.run(fn, tree_map(wide, _clone(args))))
     except Exception:
         return ""
     pairs = list(zip(tree_leaves(got), tree_leaves(want), reference, strict=False))
@@ -216,7 +247,9 @@ def _comparable(x):
     return x
 
 
-def _check_backend(backend: str, fn, args, want, tol: float, random: bool) -> Cell:
+def _check_backend(
+    backend: str, fn, args, want, tol: float, random: bool, draw: Draw = Draw()
+) -> Cell:
 
     torch._dynamo.reset()
     counters.clear()
@@ -227,7 +260,7 @@ def _check_backend(backend: str, fn, args, want, tol: float, random: bool) -> Ce
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.manual_seed(0)
-            got = torch.compile(fn, backend=backend)(*_clone(args))
+            got = draw.run(torch.compile(fn, backend=backend), _clone(args))
     except Exception as exc:
         cell = Cell("error", f"{type(exc).__name__}: {_first_line(exc)}")
     else:
@@ -235,7 +268,7 @@ def _check_backend(backend: str, fn, args, want, tol: float, random: bool) -> Ce
             _assert_same(got, want, tol, shapes_only=random)
             cell = Cell("pass")
         except AssertionError as exc:
-            closer = not random and closer_to_float64(fn, args, got, want)
+            closer = not random and closer_to_float64(fn, args, got, want, draw)
             cell = Cell("pass", closer) if closer else Cell("mismatch", _first_line(exc))
         cell.fallbacks = [
             _first_line(w.message)
@@ -297,6 +330,7 @@ class Worker:
         self.argv = [sys.executable, "-m", "benchmarks.opinfo", "--worker", "--device", device]
         self.argv += ["--backends", ",".join(backends), "--sample", str(draw.sample)]
         self.argv += ["--dtype", draw.dtype] if draw.dtype else []
+        self.argv += ["--grad"] if draw.grad else []
         self.backends = backends
         self.proc: subprocess.Popen | None = None
 
@@ -423,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         "--dtype", default=None, help="draw samples in this dtype (bfloat16, int32, ...)"
     )
     p.add_argument("--sample", type=int, default=0, help="which of each op's samples (default 0)")
+    p.add_argument("--grad", action="store_true", help="compare the inputs' gradients too")
     p.add_argument("--out", type=Path, default=None, help="results path without suffix")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -431,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         backends += ("inductor",)
     if args.dtype is not None and not isinstance(getattr(torch, args.dtype, None), torch.dtype):
         p.error(f"--dtype {args.dtype}: not a torch dtype")
-    draw = Draw(args.dtype, args.sample)
+    draw = Draw(args.dtype, args.sample, args.grad)
     if args.worker:
         worker(args.device, backends, draw)
         return 0
@@ -442,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             p.error(f"unknown op(s): {', '.join(unknown)}")
         names = [n for n in names if n in wanted]
-    suffix = "".join(f"_{part}" for part in (args.dtype, args.sample and f"s{args.sample}") if part)
+    parts = (args.dtype, args.sample and f"s{args.sample}", args.grad and "grad")
+    suffix = "".join(f"_{part}" for part in parts if part)
     out = args.out or RESULTS / f"opinfo_{args.device.split(':')[0]}{suffix}"
     out.parent.mkdir(parents=True, exist_ok=True)
     earlier = saved_rows(out) if args.ops else []  # --ops updates those rows of the table

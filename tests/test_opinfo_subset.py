@@ -84,12 +84,26 @@ def test_another_sample_in_another_dtype_matches_eager(op):
     assert category(vars(cell)) == "own kernels"
 
 
+@pytest.mark.parametrize("op", ["softmax", "nn.functional.layer_norm", "cumsum"])
+def test_gradients_through_the_compiled_backward_match_eager(op):
+    """`--grad`: each input's gradient, for a random cotangent of each output (a sum's ones
+    would make a softmax's gradient zero), from the backward graph mind compiled."""
+    row = check_op(op, "cpu", ("mind",), Draw(grad=True))
+    assert row.eager == "ok", row
+    cell = row.cells["mind"]
+    assert cell.status == "pass" and not cell.fallbacks, (cell.message, cell.fallbacks)
+    assert cell.graphs == 1 and cell.kernels >= 2  # the forward's kernels, and the backward's
+
+
 def test_an_op_without_the_drawn_sample_is_skipped():
     assert check_op("abs", "cpu", ("mind",), Draw(sample=10_000)).eager == (
         "error: fewer than 10001 samples"
     )
     assert check_op("abs", "cpu", ("mind",), Draw("float8_e4m3fn")).eager == (
         "error: no supported dtype float8_e4m3fn"
+    )
+    assert check_op("abs", "cpu", ("mind",), Draw("int32", grad=True)).eager == (
+        "error: no gradients"
     )
 
 
