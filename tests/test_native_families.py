@@ -2,7 +2,7 @@
 pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter,
 frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx,
 erfinv), pooling (max, over small windows and large, average, adaptive; average and max
-backward), indexing and creation (flip, rot90, roll, repeat, tril_indices, linspace, eye),
+backward), indexing and creation (flip, rot90, roll, repeat, tril_indices, linspace, eye, arange of bools),
 scatters into slices, diagonals and strided views, masked_scatter, take, addmv, bucketize and
 searchsorted (binary searches), copies, unfold and fold, grid_sample. Each runs through mind's
 own kernels, with no fallback, against eager: several shapes (odd sizes, strided inputs), dtypes
@@ -116,6 +116,10 @@ CASES = {
     "masked_scatter_nothing_set": (
         torch.masked_scatter,
         lambda: (_randn(6), torch.zeros(6, dtype=torch.bool), _randn(0)),
+    ),
+    "arange_of_bools": (  # torch counts bools as 0 and 1 (OpInfo's arange, sample 6)
+        lambda x: x + torch.arange(False, True, True, dtype=x.dtype),
+        lambda: (_randn(3),),
     ),
     "take_0d_index": (  # torch's rule reads a 0-d index as a number: tracing stopped there
         torch.take,
@@ -360,6 +364,15 @@ def matches_eager_in_own_kernels(name, device, request, tmp_path, monkeypatch):
     torch.testing.assert_close(got, want, equal_nan=True, **TOLERANCES.get(name, {}))
     assert "@triton.jit" in source
     assert "torch.ops.aten" not in source  # no ATen call: every op ran in mind's kernels
+
+
+def test_a_stack_of_empty_tensors_compiles(tmp_path, monkeypatch):
+    """Its reshape split an index over sizes of 0, dividing by them (OpInfo's stack, sample 7):
+    an empty tensor's index reads nothing, and the graph launches no kernel."""
+    a, b = _randn(0, 1, 0), _randn(0, 1, 0)
+    fn = lambda a, b: torch.stack([a, b]) + 1  # noqa: E731
+    got, source = compiled(fn, a, b, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    assert got.shape == (2, 0, 1, 0) and "_launch(" not in source.split("def call")[1]
 
 
 def test_lcm_keeps_gcd_in_aten_as_inductor(tmp_path, monkeypatch):

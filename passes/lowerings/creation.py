@@ -59,8 +59,10 @@ def fill(ctx, x, value):
 
 
 def ramp(ctx, start, step):
-    """`start + step * p0`: an index expression when both are integers, else float math."""
+    """`start + step * p0`: an index expression when both are integers (bools count as 0 and 1,
+    as torch counts `arange(False, True, True)`), else float math."""
     out = ctx.out
+    start, step = (int(v) if isinstance(v, bool) else v for v in (start, step))
 
     def body(b, idx):
         if isinstance(start, int) and isinstance(step, int):

@@ -19,7 +19,11 @@ aten = torch.ops.aten
 
 
 def _unflatten(flat: IntLike, sizes: Sequence[IntLike], strides: Sequence[IntLike]) -> Index:
-    """The index along each dim whose element `flat` is, for dims ordered outermost first."""
+    """The index along each dim whose element `flat` is, for dims ordered outermost first. Dims
+    of an empty tensor (a size 0) index nothing, and splitting over a size of 0 would divide by
+    it: zeros (the stack of two tensors of shape (0, 1, 0) reshapes one)."""
+    if 0 in sizes:
+        return [sympy.Integer(0)] * len(sizes)
     index: Index = []
     for k, (size, stride) in enumerate(zip(sizes, strides)):
         e = sympy.floor(flat / stride) if stride != 1 else flat
