@@ -85,6 +85,7 @@ _TORCH = {
 
 _HELPER_UNARY = (
     "neg expm1 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh atanh erfc round trunc sign "
+    "bitwise_not "
     "lgamma isinf isfinite signbit relu frexp_mantissa frexp_exponent "
     "i0 i1 j0 j1 y0 y1 erfcx erfinv"
 ).split()
@@ -98,7 +99,6 @@ _TRITON: dict[str, str] = {
     "abs": "tl.abs({0})",
     "reciprocal": "1 / {0}",
     "square": "{0} * {0}",
-    "bitwise_not": "~{0}",
     "logical_not": "{0} == 0",
     "isnan": "{0} != {0}",
     "add": "{0} + {1}",

@@ -92,7 +92,23 @@ def remainder(a, b):
 
 @triton.jit
 def sign(x):
-    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+    """A bool is its own sign (i1 has no subtraction: the interpreter raises)."""
+    if x.dtype == tl.int1:
+        signed = x
+    else:
+        signed = (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+    return signed
+
+
+@triton.jit
+def bitwise_not(x):
+    """~x. An unsigned x (a bool too) is xor'ed with all ones instead: the interpreter computes
+    ~x as x ^ -1, which no unsigned dtype holds (compiled, both are one xor)."""
+    if x.dtype.is_int_unsigned():
+        flipped = x ^ tl.full(x.shape, (1 << x.dtype.primitive_bitwidth) - 1, x.dtype)
+    else:
+        flipped = ~x
+    return flipped
 
 
 @triton.jit

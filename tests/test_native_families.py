@@ -117,6 +117,10 @@ CASES = {
         torch.masked_scatter,
         lambda: (_randn(6), torch.zeros(6, dtype=torch.bool), _randn(0)),
     ),
+    "bitwise_not_and_sign_of_unsigned_and_bools": (  # ~ of a uint8 and sign of a bool failed
+        lambda x, b: (torch.bitwise_not(x), torch.bitwise_not(b), torch.sign(b), torch.sgn(x)),
+        lambda: (torch.tensor([0, 1, 127, 128, 200, 255], dtype=torch.uint8), torch.rand(6) > 0.5),
+    ),
     "arange_of_bools": (  # torch counts bools as 0 and 1 (OpInfo's arange, sample 6)
         lambda x: x + torch.arange(False, True, True, dtype=x.dtype),
         lambda: (_randn(3),),
