@@ -40,6 +40,11 @@ CASES = {
         lambda: (torch.randn(3, 1),),
     ),
     "int_sum_size_one_dim": (lambda x: x.sum(0), lambda: (torch.arange(4).view(1, 4),)),
+    # any/all of one element through the logical accumulator: any of a uint8 5 is 1, not 5
+    "any_all_of_one_uint8": (
+        lambda x, y: (x.any(), x.all(), y.any(1), y.all(1)),
+        lambda: (torch.tensor(5, dtype=torch.uint8), torch.tensor([[3], [0]], dtype=torch.uint8)),
+    ),
     # 0-d inputs: a scalar load mixed with blocks
     "heaviside_0d": (torch.heaviside, lambda: (torch.tensor(0.0), torch.tensor(0.5))),
     "logaddexp_0d": (torch.logaddexp, lambda: (torch.tensor(0.3), torch.tensor(-1.2))),

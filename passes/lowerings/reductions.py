@@ -66,12 +66,12 @@ def reduce(
 
     if math.prod(ranges) == 0 and kind.empty_is_neutral:  # no element: the neutral value
         return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(kind.neutral(dtype), dtype))
-    if math.prod(ranges) == 1:  # one element per row (a 0-d input, size-1 dims): pointwise
-        if kind.is_index:  # its position: 0
-            return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(0, dtype))
-        return ctx.pointwise(dtype, shape, lambda b, idx: body(b, idx, (0,) * len(dims)))
+    if math.prod(ranges) == 1 and kind.is_index:  # one element per row: its position, 0
+        return ctx.pointwise(dtype, shape, lambda b, idx: b.constant(0, dtype))
     count = sympy.sympify(math.prod(ranges))
-    if count.is_Integer and 0 < count <= ctx.unroll_max and not kind.is_index:
+    # one element per row (a 0-d input, size-1 dims) folds too: through the kind's accumulator
+    # (`any` of a uint8 5 is 1)
+    if count.is_Integer and 0 < count <= max(1, ctx.unroll_max) and not kind.is_index:
         unroll = functools.partial(unrolled, ranges=ranges, kind=kind, dtype=dtype, body=body)
         return ctx.pointwise(dtype, shape, unroll)
     return ctx.reduction(dtype, shape, ranges, reduction_type, body)
