@@ -121,3 +121,11 @@ def test_a_result_that_differs_from_eager_passes_only_closer_to_float64():
     assert closer_to_float64(fn, (x,), exact, off).startswith("differs from eager, but is closer")
     assert closer_to_float64(fn, (x,), off, exact) == ""
     assert closer_to_float64(fn, (x,), [exact[0], off[1]], [off[0], exact[1]]) == ""
+
+    def with_index(t):  # an index output must equal eager's, however close the values
+        return t.exp(), t.argmax()
+
+    values = with_index(x.double())[0].to(torch.bfloat16)
+    index = torch.tensor(3)
+    assert closer_to_float64(with_index, (x,), [values, index], [values + 0.25, index]) != ""
+    assert closer_to_float64(with_index, (x,), [values, index + 1], [values + 0.25, index]) == ""
