@@ -1,12 +1,11 @@
 """Op families Inductor generates kernels for, that mind ran as ATen calls before: activations and
 pointwise (leaky_relu, elu, selu, fmax, fmin, lcm, round with decimals, ldexp, angle, nextafter,
-frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx,
-erfinv), pooling (max, over small windows and large, average, adaptive; average and max
-backward), indexing and creation (flip, rot90, roll, repeat, tril_indices, linspace, eye, arange of bools),
-scatters into slices, diagonals and strided views, masked_scatter, take, addmv, bucketize and
-searchsorted (binary searches), copies, unfold and fold, grid_sample. Each runs through mind's
-own kernels, with no fallback, against eager: several shapes (odd sizes, strided inputs), dtypes
-(f32, bf16, ints)."""
+frexp, and the special functions with a libdevice form: i0, i1, Bessel j0 j1 y0 y1, erfcx, erfinv),
+pooling (max, over small windows and large, average, adaptive; average and max backward), indexing
+and creation (flip, rot90, roll, repeat, tril_indices, linspace, eye, arange of bools), scatters
+into slices, diagonals and strided views, masked_scatter, take, addmv, bucketize and searchsorted
+(binary searches), copies, unfold and fold, grid_sample. Each runs through mind's own kernels, with
+no fallback, against eager: several shapes (odd sizes, strided inputs), dtypes (f32, bf16, ints)."""
 
 from __future__ import annotations
 
