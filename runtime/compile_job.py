@@ -68,10 +68,16 @@ def compile_for(kernel: Any, spec: Spec, target: Any) -> Any:
     """Triton's compiled `kernel` (a `@triton.jit` function) for `target`, into Triton's cache
     (from it when there); nothing touches a GPU."""
     with compiling_for(target, spec.device):
-        compiled = kernel.warmup(*spec.signature, grid=(1,), **spec.options)
+        compiled = warm(kernel, spec)
     if spec.launcher:
         build_launcher(compiled)
     return compiled
+
+
+def warm(kernel: Any, spec: Spec) -> Any:
+    """Triton's compiled `kernel` for `spec`, for the active driver's target: the one way both
+    the loading process and a worker compile, so that both find one key in Triton's cache."""
+    return kernel.warmup(*spec.signature, grid=(1,), **spec.options)
 
 
 def build_launcher(compiled: Any) -> None:

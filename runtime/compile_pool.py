@@ -109,7 +109,7 @@ class Worker:
             self.dead = True
             log.info("compile worker: died, the loader compiles the rest")
             return None
-        return seconds if isinstance(seconds, float) else None
+        return seconds
 
     def stop(self) -> None:
         """Close its job stream: the worker exits at its end."""

@@ -35,7 +35,7 @@ from triton import knobs
 from triton.runtime.driver import driver
 from triton.runtime.interpreter import InterpretedFunction
 
-from .compile_job import Pointer, Spec, compile_for
+from .compile_job import Pointer, Spec, compile_for, warm
 from .cooperative import LAUNCHER_PARAMETERS, Cooperation
 from .errors import KernelError
 from .static_launch import enabled as static_launch_enabled
@@ -108,8 +108,7 @@ class Binding:
         names = [p.name for p in self.kernel.params]
         if names[len(names) - len(self.constexprs) :] != list(self.constexprs):
             raise KernelError(f"kernel '{self.name}' must take its constexprs last: {names}")
-        # what a worker compiles with: the same key in Triton's cache
-        return self.kernel.warmup(*self.spec().signature, grid=(1,), **self.options)
+        return warm(self.kernel, self.spec())
 
     @property
     def interpreted(self) -> bool:
