@@ -552,9 +552,9 @@ def _verify_launch(op: Launch) -> None:
     params = kernel.body.args[: _call_params(kernel)]
     if len(op.args) != len(params):
         added = len(launcher_args(kernel))
-        added = f" (its launcher adds {added})" if added else ""
+        note = f" (its launcher adds {added})" if added else ""
         raise VerifyError(
-            f"'@{op.symbol}' takes {len(params)} arguments{added}, launched with {len(op.args)}",
+            f"'@{op.symbol}' takes {len(params)} arguments{note}, launched with {len(op.args)}",
             op.loc,
         )
     for param, given in zip(params, op.args):
