@@ -30,11 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from mind.ir.generated import HOST
 from triton.runtime.driver import driver
-
-#: the line that ends a generated module's kernels (target/triton.py): what follows runs in the
-#: loading process only (its bindings, wrappers and torch)
-HOST = "# -- host: the loading process runs what follows, compile workers stop here --"
 
 
 @dataclass(frozen=True)
@@ -148,8 +145,9 @@ def compile_kernel(module: str, source: str, filename: str, spec: Spec, target: 
 
 
 def run_kernels(module: str, source: str, filename: str) -> dict[str, Any]:
-    """The namespace of a generated module's kernels, run under the loader's module name
-    (Triton's cache key includes it). Triton reads a kernel's source from `filename`, or from
+    """The namespace of a generated module's kernels, run under the loader's module name and
+    file, at the same lines: Triton's key for a kernel holds its source, the functions it calls
+    and the line it starts on, so the worker's compile is the one the loader finds. Triton reads a kernel's source from `filename`, or from
     `linecache` where the loader could not write the file."""
     if not os.path.exists(filename):
         remember_source(source, filename)

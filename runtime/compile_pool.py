@@ -10,10 +10,10 @@ of the block: a training graph's forward kernels compile while AOTAutograd hands
 and its passes run. The `launch` log channel says how long each kernel took to compile and names
 each module's slowest, which a first call waits for at the least: ResNet-18's bf16 inference graph
 has 17 kernels, which compile in 2.5 s one after another for an H100 target, 0.9 s of it its stem
-convolution (a matmul template with a gather prologue). A worker runs the module's kernels (under
-the same module name, which Triton's cache key includes; once per module, not per kernel), compiles
-one from its binding's `Spec` for the target the loader names, and leaves it in Triton's on-disk
-cache, where the loader's bind then finds it (runtime/compile_job.py). A worker touches no GPU and
+convolution (a matmul template with a gather prologue). A worker runs the module's kernels as the
+loader does, at the same lines, which Triton's cache key includes (once per module, not per
+kernel), compiles one from its binding's `Spec` for the target the loader names, and leaves it in
+Triton's on-disk cache, where the loader's bind then finds it (runtime/compile_job.py). A worker touches no GPU and
 imports no torch: it makes no CUDA context and loads nothing. What a worker fails on, the loader
 compiles again when it binds, so errors are reported as usual. Results do not depend on who compiled
 what.

@@ -21,6 +21,7 @@ from mind.dialects.triton import dtype_of, shape_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Module, Operation, Value
 from mind.ir.diagnostics import MindError
+from mind.ir.generated import HOST
 
 from .bindings import Host
 from .names import Names
@@ -38,10 +39,10 @@ from mind.runtime.triton_helpers import for_current_mode
 
 triton_helpers = for_current_mode()
 """
-#: after the kernels (from runtime/compile_job.py's `HOST` line on): what the loading process
-#: runs besides, to bind them and call them
-HOST_HEADER = """\
-# -- host: the loading process runs what follows, compile workers stop here --
+#: after the kernels (from the `HOST` line on): what the loading process runs besides, to bind
+#: them and call them
+HOST_HEADER = f"""\
+{HOST}
 import torch
 from torch._C._dynamo.guards import assert_size_stride
 
