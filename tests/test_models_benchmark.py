@@ -404,3 +404,33 @@ def test_interleaved_rounds_time_every_backend_in_turn(env, tmp_path, capsys):
     md = capsys.readouterr().out
     assert "| model | dtype | mode | backend | ms per step | min | vs eager |" in md
     assert "| mlp | bf16 | infer | mind |" in md
+
+
+def test_first_calls_table_takes_medians_over_rounds_and_pairs_the_backends():
+    from benchmarks import first_calls
+
+    args = first_calls.parse_args(["--models", "resnet", "--modes", "infer", "--rounds", "3"])
+    times = {("mind", "cold"): [2.0, 4.0, 3.0], ("inductor", "cold"): [8.0, 6.0, 7.0]}
+    times |= {("mind", "warm"): [1.0, 1.0, 1.5], ("inductor", "warm"): [2.0, 2.0, 2.0]}
+    rows = [
+        {"model": "resnet", "mode": "infer", "backend": b, "run": run, "round": i, "first_s": t}
+        for (b, run), ts in times.items()
+        for i, t in enumerate(ts)
+    ]
+    rows.append({"model": "resnet", "mode": "infer", "backend": "mind", "run": "warm"})
+    rows[-1] |= {"round": 3, "error": "RuntimeError: boom"}
+    md = first_calls.markdown(rows, args)
+    assert "| resnet | infer | 3.00 | 7.00 | 0.43 | 1.00 | 2.00 | 0.50 |" in md
+    assert "error in resnet infer mind warm, round 3:" in md and "RuntimeError: boom" in md
+
+
+def test_first_calls_run_each_row_in_fresh_processes(env, tmp_path, capsys):
+    from benchmarks import first_calls
+
+    out = tmp_path / "first.json"
+    argv = "--device cpu --small --dtype fp32 --models mlp --modes infer --backends mind"
+    assert first_calls.main([*argv.split(), "--rounds", "1", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["run"] for r in rows] == ["cold", "warm"]
+    assert all("error" not in r and r["first_s"] > 0 for r in rows), rows
+    assert "| mlp | infer |" in capsys.readouterr().out
