@@ -157,7 +157,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         if len(args.backends) == 2:
             head.append(f"{run}: mind / inductor")
     out = [
-        f"# First calls, {args.dtype}, median of {args.rounds} rounds",
+        f"# First calls, {args.dtype}: each the median of the rounds it ran (of {args.rounds})",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
