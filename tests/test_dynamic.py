@@ -80,6 +80,12 @@ def transpose_add(x):
     return x + x.t()
 
 
+def scatter_at_offset(x):
+    """as_strided_scatter at a storage offset Dynamo makes symbolic (the OpInfo sample's int
+    keyword): the offset is a symbol in the scatter's index."""
+    return torch.as_strided_scatter(x, x[:2] * 2, (2,), (2,), storage_offset=x.shape[0] - 4)
+
+
 CASES = [
     (seed, 3, ((4, 128), (6, 2100))),
     (add_relu, 2, ((5, 7), (33, 129))),
@@ -93,6 +99,7 @@ CASES = [
     (float_corrections, 1, ((4, 6), (7, 33), (3, 10))),
     (size_as_float, 1, ((4, 6), (7, 33), (3, 10))),
     (transpose_add, 1, ((96, 96), (130, 130))),
+    (scatter_at_offset, 1, ((6,), (9,))),
 ]
 
 

@@ -222,8 +222,10 @@ def storage_index(t: TensorType, flat: IntLike) -> Index:
 
 
 def strided_position(idx: Index, stride: Sequence[IntLike], storage_offset) -> IntLike:
-    """The memory position `as_strided(size, stride, storage_offset)` reads at `idx`."""
-    return sum((e * s for e, s in zip(idx, stride)), sympy.Integer(storage_offset or 0))
+    """The memory position `as_strided(size, stride, storage_offset)` reads at `idx` (the offset
+    a number or, where sizes are dynamic, a symbol)."""
+    offset = sympy.sympify(0 if storage_offset is None else storage_offset)
+    return sum((e * s for e, s in zip(idx, stride)), offset)
 
 
 @register_lowering(aten.as_strided)
