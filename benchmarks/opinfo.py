@@ -97,17 +97,24 @@ class Draw:
     sample: int = 0
     #: also the gradients of the inputs, through the backward graph the backend compiles
     grad: bool = False
+    #: compiled with `dynamic=True`: every size symbolic (but 0 and 1), as a graph that must
+    #: serve inputs of any size is
+    dynamic: bool = False
 
     def __str__(self) -> str:
         drawn = "one sample per op"
         if (self.dtype, self.sample) != (None, 0):
             dtype = f"in {self.dtype}" if self.dtype else "in the first dtype it supports"
             drawn = f"sample {self.sample} of each op, {dtype}"
-        return drawn + (", with gradients" if self.grad else "")
+        drawn += ", with gradients" if self.grad else ""
+        return drawn + (", sizes dynamic" if self.dynamic else "")
 
     def run(self, fn, args):
         """What is compared: `fn`'s outputs, and with `grad` the inputs' gradients too."""
         return _with_grads(fn, args) if self.grad else fn(*args)
+
+    def compile(self, fn, backend: str):
+        return torch.compile(fn, backend=backend, dynamic=True if self.dynamic else None)
 
 
 # -- one op, in the worker ------------------------------------------------------------------
@@ -271,7 +278,7 @@ def _check_backend(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.manual_seed(0)
-            got = draw.run(torch.compile(fn, backend=backend), _clone(args))
+            got = draw.run(draw.compile(fn, backend), _clone(args))
     except Exception as exc:
         cell = Cell("error", f"{type(exc).__name__}: {_first_line(exc)}")
     else:
@@ -342,6 +349,7 @@ class Worker:
         self.argv += ["--backends", ",".join(backends), "--sample", str(draw.sample)]
         self.argv += ["--dtype", draw.dtype] if draw.dtype else []
         self.argv += ["--grad"] if draw.grad else []
+        self.argv += ["--dynamic"] if draw.dynamic else []
         self.backends = backends
         self.proc: subprocess.Popen | None = None
 
@@ -469,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--sample", type=int, default=0, help="which of each op's samples (default 0)")
     p.add_argument("--grad", action="store_true", help="compare the inputs' gradients too")
+    p.add_argument("--dynamic", action="store_true", help="compile with dynamic=True")
     p.add_argument("--out", type=Path, default=None, help="results path without suffix")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -477,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         backends += ("inductor",)
     if args.dtype is not None and not isinstance(getattr(torch, args.dtype, None), torch.dtype):
         p.error(f"--dtype {args.dtype}: not a torch dtype")
-    draw = Draw(args.dtype, args.sample, args.grad)
+    draw = Draw(args.dtype, args.sample, args.grad, args.dynamic)
     if args.worker:
         worker(args.device, backends, draw)
         return 0
@@ -489,6 +498,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown op(s): {', '.join(unknown)}")
         names = [n for n in names if n in wanted]
     parts = (args.dtype, args.sample and f"s{args.sample}", args.grad and "grad")
+    parts += (args.dynamic and "dynamic",)
     suffix = "".join(f"_{part}" for part in parts if part)
     out = args.out or RESULTS / f"opinfo_{args.device.split(':')[0]}{suffix}"
     out.parent.mkdir(parents=True, exist_ok=True)

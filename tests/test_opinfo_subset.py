@@ -95,6 +95,17 @@ def test_gradients_through_the_compiled_backward_match_eager(op):
     assert cell.graphs == 1 and cell.kernels >= 2  # the forward's kernels, and the backward's
 
 
+@pytest.mark.parametrize("op", ["softmax", "as_strided_scatter"])
+def test_dynamic_sizes_compile_one_symbolic_graph_that_matches_eager(op):
+    """`--dynamic`: `dynamic=True` makes every size a symbol, and the sample's int keywords too
+    (as_strided_scatter's storage offset)."""
+    row = check_op(op, "cpu", ("mind",), Draw(dynamic=True))
+    assert row.eager == "ok", row
+    cell = row.cells["mind"]
+    assert cell.status == "pass" and not cell.fallbacks, (cell.message, cell.fallbacks)
+    assert str(Draw(dynamic=True)) == "one sample per op, sizes dynamic"
+
+
 def test_an_op_without_the_drawn_sample_is_skipped():
     assert check_op("abs", "cpu", ("mind",), Draw(sample=10_000)).eager == (
         "error: fewer than 10001 samples"
