@@ -6,13 +6,15 @@ higher-order op runs as torch runs it eagerly. The subgraphs of those that call 
 tensors (`CALLS_SUBGRAPHS`: a cond's branches, a while_loop's condition and body, a
 `nested_compile_region`'s body) compile too;
 the others keep torch's (flex_attention's score_mod, which torch vmaps: no compiled code could
-stand in for it)."""
+stand in for it). Under symbolic sizes each part also takes the size symbols it uses that its
+tensors hold only inside expressions (`_pass_size_symbols`)."""
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable
 
+import sympy
 import torch
 from torch.fx.passes.split_module import split_module
 
@@ -33,6 +35,7 @@ def split_around_higher_order_ops(
 ) -> Callable[[list], object]:
     """`gm` as a boxed callable that calls its compiled parts and its higher-order ops."""
     split = split_module(gm, None, _partition_of(gm).__getitem__, keep_original_order=True)
+    _pass_size_symbols(split)
     for name, part in list(split.named_children()):
         part_symbol = f"{symbol}_part{name.rsplit('_', 1)[1]}"
         if higher_order_ops(part):
@@ -46,6 +49,77 @@ def split_around_higher_order_ops(
         return split(*inputs)
 
     return call
+
+
+def _pass_size_symbols(split: torch.fx.GraphModule) -> None:
+    """Give each part to compile, as inputs of its own, the size symbols its values use that its
+    inputs do not hold alone: a part after a `cond` may get only a flattened `s0*s1`-long tensor,
+    from which no wrapper can read `s0` and `s1`, which its kernels take. Each is read in the
+    split graph from the graph's own inputs (a `sym(s0)` input, or a tensor's size or stride)."""
+    graph = split.graph
+    inputs = list(graph.find_nodes(op="placeholder"))
+    sources = {s: source for node in reversed(inputs) for s, source in _held(node).items()}
+    read: dict[sympy.Symbol, torch.fx.Node] = {}
+    for call in graph.find_nodes(op="call_module"):
+        part = getattr(split, call.target)
+        if higher_order_ops(part):
+            continue
+        own = list(part.graph.find_nodes(op="placeholder"))
+        held = {s for node in own for s in _held(node)}
+        missing = sorted(_used(part) - held, key=str)
+        for symbol in (s for s in missing if s in sources):
+            if symbol not in read:
+                read[symbol] = _read_symbol(graph, inputs[-1], *sources[symbol])
+            with part.graph.inserting_after(own[-1] if own else None):
+                own.append(part.graph.placeholder(symbol.name))
+            own[-1].meta["val"] = read[symbol].meta["val"]
+            call.args = (*call.args, read[symbol])
+        part.recompile()
+    split.recompile()
+
+
+def _held(node: torch.fx.Node) -> dict[sympy.Symbol, tuple]:
+    """The size symbols a placeholder holds alone: (node, None) for a SymInt input,
+    (node, method, dim) for a tensor's size or stride."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.SymInt) and val.node.expr.is_Symbol:
+        return {val.node.expr: (node, None, None)}
+    found: dict[sympy.Symbol, tuple] = {}
+    if isinstance(val, torch.Tensor):
+        for method in ("size", "stride"):
+            for d, size in enumerate(getattr(val, method)()):
+                if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                    found.setdefault(size.node.expr, (node, method, d))
+    return found
+
+
+def _used(part: torch.fx.GraphModule) -> set[sympy.Symbol]:
+    """The size symbols in the values of `part`'s nodes."""
+    found: set[sympy.Symbol] = set()
+    for node in part.graph.nodes:
+        vals = node.meta.get("val")
+        for val in vals if isinstance(vals, list | tuple) else [vals]:
+            sizes = [val] if isinstance(val, torch.SymInt) else []
+            if isinstance(val, torch.Tensor):
+                sizes = [*val.shape, *val.stride()]
+            for size in sizes:
+                if isinstance(size, torch.SymInt):
+                    found |= size.node.expr.free_symbols
+    return found
+
+
+def _read_symbol(
+    graph: torch.fx.Graph, after: torch.fx.Node, node: torch.fx.Node, method: str | None, d: int
+) -> torch.fx.Node:
+    """A node of `graph` whose value is the symbol `node` holds (itself, or its size or stride
+    along `d`), made after the inputs."""
+    if method is None:
+        return node
+    target = {"size": torch.ops.aten.sym_size.int, "stride": torch.ops.aten.sym_stride.int}
+    with graph.inserting_after(after):
+        read = graph.call_function(target[method], (node, d))
+    read.meta["val"] = getattr(node.meta["val"], method)(d)
+    return read
 
 
 def _compiled(gm: torch.fx.GraphModule, symbol: str, compile_part: CompilePart) -> torch.nn.Module:

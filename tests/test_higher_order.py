@@ -69,6 +69,28 @@ def test_a_cond_under_symbolic_sizes():
             torch.testing.assert_close(compiled(-x, x, w), around_cond(-x, x, w))
 
 
+def flattened_around_cond(x, p):
+    y = x.reshape(-1) * 2
+    z = torch.cond(p, lambda t: t + 1, lambda t: t - 1, (y,))
+    return z.unsqueeze(0).permute(1, 0) * 3
+
+
+def test_a_part_after_a_cond_gets_the_size_symbols_its_inputs_hold_only_in_a_product(
+    tmp_path, monkeypatch
+):
+    """The part after the cond takes a tensor of s0*s1 elements, from which `s0` and `s1`, which
+    its kernel takes, cannot be read: the split graph passes them to it as inputs."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    compiled = torch.compile(flattened_around_cond, backend="mind", dynamic=True)
+    with no_fallback():
+        for shape in ((3, 4), (5, 6)):
+            x = torch.randn(shape)
+            for p in (torch.tensor(True), torch.tensor(False)):
+                torch.testing.assert_close(compiled(x, p), flattened_around_cond(x, p))
+    (after,) = tmp_path.glob("graph0_forward_part2.00.aten")
+    assert ": sym(s" in after.read_text().splitlines()[0]
+
+
 def test_a_while_loop_between_compiled_ops():
     def fn(a):
         _, out = while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2), (torch.tensor(0), a))
