@@ -180,3 +180,23 @@ def test_torch_sympy_functions_print_as_sympy_the_grammar_reads():
     for text in texts:
         module = mind.parse(f"loops.graph @g(%x: f32[{text}]) {{\n  loops.output()\n}}\n")
         assert str(module.ops[0].body.args[0].type) == f"f32[{text}]"
+
+
+def ramps(n, step, dtype=None):
+    wide = dtype or torch.bfloat16, dtype or torch.float32
+    return torch.arange(-1, n, step, dtype=wide[0]), torch.arange(
+        0.5, n, 0.25 * step, dtype=wide[1]
+    )
+
+
+def test_a_ramp_over_symbolic_bounds_is_rounded_once():
+    """arange with bounds Dynamo makes symbols: `start + step * p0` is computed exactly (an index
+    expression, as for constant bounds) and rounded to bf16 once, as the float64 ramp rounds;
+    in bf16 itself it rounded `p0` and the product too (Triton's interpreter also casts
+    integers to bf16 wrongly). Eager's CPU kernel is no reference: its bf16 ramp is 292 where
+    3 * 97 - 1 = 290 is a bf16."""
+    compiled = torch.compile(ramps, backend="mind", dynamic=True)
+    with no_fallback():
+        for n, step in ((1000, 3), (700, 7)):
+            for got, exact in zip(compiled(n, step), ramps(n, step, torch.float64)):
+                torch.testing.assert_close(got, exact.to(got.dtype), rtol=0, atol=0)

@@ -3,7 +3,9 @@ scalar_tensor) or an index expression (arange, iota). The result type says dtype
 
 from __future__ import annotations
 
+import sympy
 import torch
+from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value
 
 from . import register_lowering
@@ -59,18 +61,26 @@ def fill(ctx, x, value):
 
 
 def ramp(ctx, start, step):
-    """`start + step * p0`: an index expression when both are integers (bools count as 0 and 1,
-    as torch counts `arange(False, True, True)`), else float math."""
+    """`start + step * p0`: an index expression, rounded to the result's dtype once, when both
+    are integers (bools count as 0 and 1, as torch counts `arange(False, True, True)`; a symbol
+    of dynamic sizes is one), else float math in at least f32, as eager's accumulate type (a
+    16-bit ramp computed in its own dtype would round `p0` and `step * p0` too)."""
     out = ctx.out
     start, step = (int(v) if isinstance(v, bool) else v for v in (start, step))
 
     def body(b, idx):
-        if isinstance(start, int) and isinstance(step, int):
-            return b.index(start + step * idx[0])
-        p = b.cast(b.index(idx[0]), out.dtype)
-        return b.add(b.mul(p, b.constant(step, out.dtype)), b.constant(start, out.dtype))
+        if _integral(start) and _integral(step):
+            return b.cast(b.index(start + step * idx[0]), out.dtype)
+        acc = dt.f32 if out.dtype.is_floating_point and out.dtype.itemsize < 4 else out.dtype
+        p = b.cast(b.index(idx[0]), acc)
+        ramp = b.add(b.mul(p, b.constant(step, acc)), b.constant(start, acc))
+        return b.cast(ramp, out.dtype)
 
     return ctx.pointwise(out.dtype, out.shape, body)
+
+
+def _integral(value) -> bool:
+    return isinstance(value, int) or (isinstance(value, sympy.Expr) and bool(value.is_integer))
 
 
 @register_lowering(aten.arange.default)
