@@ -200,3 +200,27 @@ def test_a_ramp_over_symbolic_bounds_is_rounded_once():
         for n, step in ((1000, 3), (700, 7)):
             for got, exact in zip(compiled(n, step), ramps(n, step, torch.float64)):
                 torch.testing.assert_close(got, exact.to(got.dtype), rtol=0, atol=0)
+
+
+def views_from_the_end(x, i, start):
+    picked = torch.select(x, 1, i) * 2
+    sliced = x[start:-1:2] + 1
+    scattered = torch.select_scatter(x, picked, 1, i)
+    return picked, sliced, scattered
+
+
+def test_views_at_negative_symbolic_positions_count_from_the_end():
+    """An index or a start Dynamo makes a symbol (the ints passed in) may be negative: the graph
+    wraps it (`i + size`, passes/aten_rules/views.py); unwrapped, the select read before the
+    tensor's start and the select_scatter wrote there. The backward's select_scatter too."""
+    compiled = torch.compile(views_from_the_end, backend="mind", dynamic=True)
+    with no_fallback():
+        for size, i, start in ((5, -1, -4), (7, -3, -6), (6, -6, -9)):
+            x = torch.randn(size, size, size, requires_grad=True)
+            got = compiled(x, i, start)
+            want = views_from_the_end(x, i, start)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w)
+            (grad,) = torch.autograd.grad(sum(g.sum() for g in got), x)
+            (expected,) = torch.autograd.grad(sum(w.sum() for w in want), x)
+            torch.testing.assert_close(grad, expected)

@@ -6,11 +6,12 @@ on each; for ops whose Inductor rule applies only where Inductor's backend gener
 a 0-d index: it replaces torch's rule); and for ops that run faster split (a convolution's bias),
 apart (the foreach ops, each tensor's chain fused), as a matmul (a convolution of patches, or of few
 input channels), or over fewer rows (a 16-bit embedding's gradient, which replaces torch's rule too,
-with the same sums and rounding, and hands the cases it does not speed up back to torch's). A
+with the same sums and rounding, and hands the cases it does not speed up back to torch's), and
+for views at a negative symbolic position, which the graph otherwise keeps unwrapped. A
 package (as `lowerings/`), so that importing the passes loads no torch: to-aten imports it when it
 builds its table. One module per family, each with its `RULES`."""
 
-from . import convolution, embedding, foreach, gather, pooling, scatter
+from . import convolution, embedding, foreach, gather, pooling, scatter, views
 
 #: op overload -> mind's rule
 RULES = {
@@ -20,4 +21,5 @@ RULES = {
     **gather.RULES,
     **pooling.RULES,
     **scatter.RULES,
+    **views.RULES,
 }
