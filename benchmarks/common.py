@@ -68,6 +68,21 @@ def write_rows(path: str | None, args: argparse.Namespace, rows: list[dict]) -> 
             json.dump({"settings": vars(args), "rows": rows}, f, indent=1)
 
 
+def write_outputs(
+    rows: list[dict],
+    args: argparse.Namespace,
+    markdown: Callable[[list[dict], argparse.Namespace], str],
+) -> None:
+    """A driver's settings and rows as JSON at `--json`, its table as Markdown at `--md` (nothing
+    without them): rewritten after every row, so a run cut short keeps what it measured."""
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(markdown(rows, args))
+
+
 def names_arg(choices: tuple[str, ...] | list[str]) -> Callable[[str], list[str]]:
     """An argparse type: a comma-separated list of names from `choices`."""
 

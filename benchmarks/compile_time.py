@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import CACHE_DIRS, names_arg
+from benchmarks.common import CACHE_DIRS, names_arg, write_outputs
 from benchmarks.compile_phases import NOT_COMPILE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,16 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                         row["summary"] = summarize(row["steps"])
                         row["startup_summary"] = summarize(row["throwaway"])
                     rows.append(row)
-                    write(rows, args)
+                    write_outputs(rows, args, markdown)
     sys.stdout.write(markdown(rows, args))
     return 0
-
-
-def write(rows: list[dict], args: argparse.Namespace) -> None:
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
-    if args.md:
-        Path(args.md).write_text(markdown(rows, args))
 
 
 if __name__ == "__main__":

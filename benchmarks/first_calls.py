@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import CACHE_DIRS, names_arg
+from benchmarks.common import CACHE_DIRS, names_arg, write_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ("mind", "inductor")
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"round {round_}: {model} {mode} {backend} {run}...", file=sys.stderr)
                     row = {**spec, "round": round_, "run": run}
                     rows.append({**row, **run_child(spec, caches, args.timeout)})
-                    write(rows, args)
+                    write_outputs(rows, args, markdown)
     sys.stdout.write(markdown(rows, args))
     return 0
 
@@ -177,13 +177,6 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
             where = f"{r['model']} {r['mode']} {r['backend']} {r['run']}, round {r['round']}"
             out += ["", f"error in {where}:", "```", r["error"][-1500:], "```"]
     return "\n".join(out) + "\n"
-
-
-def write(rows: list[dict], args: argparse.Namespace) -> None:
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
-    if args.md:
-        Path(args.md).write_text(markdown(rows, args))
 
 
 if __name__ == "__main__":
