@@ -73,8 +73,8 @@ def ramp(ctx, start, step):
             return b.cast(b.index(start + step * idx[0]), out.dtype)
         acc = dt.f32 if out.dtype.is_floating_point and out.dtype.itemsize < 4 else out.dtype
         p = b.cast(b.index(idx[0]), acc)
-        ramp = b.add(b.mul(p, b.constant(step, acc)), b.constant(start, acc))
-        return b.cast(ramp, out.dtype)
+        value = b.add(b.mul(p, b.constant(step, acc)), b.constant(start, acc))
+        return b.cast(value, out.dtype)
 
     return ctx.pointwise(out.dtype, out.shape, body)
 
