@@ -224,3 +224,22 @@ def test_views_at_negative_symbolic_positions_count_from_the_end():
             (grad,) = torch.autograd.grad(sum(g.sum() for g in got), x)
             (expected,) = torch.autograd.grad(sum(w.sum() for w in want), x)
             torch.testing.assert_close(grad, expected)
+
+
+def select_at_item(x, t):
+    i = t.item()
+    torch._check(i >= -x.shape[1])
+    torch._check(i < x.shape[1])
+    return torch.select(x, 1, i) * 2, x[i:] + 1
+
+
+def test_views_at_a_position_read_from_data_run_as_aten_views():
+    """An index that `.item()` read (an unbacked symbol) has a sign only the run knows: the
+    view runs as ATen's, inside the compiled graph, instead of the graph falling back."""
+    x = torch.randn(4, 5)
+    compiled = torch.compile(select_at_item, backend="mind")
+    with no_fallback(), torch._dynamo.config.patch(capture_scalar_outputs=True):
+        for i in (2, -1, -4):
+            t = torch.tensor(i)
+            for got, want in zip(compiled(x, t), select_at_item(x, t)):
+                torch.testing.assert_close(got, want)

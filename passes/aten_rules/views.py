@@ -11,17 +11,19 @@ meta function made, and a start past either end is clamped as the meta function 
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 aten = torch.ops.aten
 
 
 def _from_end(position: object, size: object) -> object | None:
     """`position + size` for a symbol that is negative (a guard Dynamo holds already), clamped at
-    0 as a slice's start; None for a number or a symbol that is not negative."""
-    if not isinstance(position, torch.SymInt) or position >= 0:
+    0 as a slice's start; None for a number, a symbol that is not negative, or one whose sign is
+    data (`.item()`'s: no guard can tell it, and none is made)."""
+    if not isinstance(position, torch.SymInt) or not guard_or_false(position < 0):
         return None
     position = position + size
-    return 0 if position < 0 else position
+    return 0 if guard_or_false(position < 0) else position
 
 
 def _select(x: torch.Tensor, dim: int, index: object):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import sympy
 import torch
-from mind.ir.core import Operation
+from mind.ir.core import Operation, Value
 from mind.ir.symbols import IntLike, Mod
 from mind.ir.types import TensorType
 
@@ -174,6 +174,8 @@ def clamp_start(start, size) -> IntLike:
 
 @register_lowering(aten.slice.Tensor)
 def slice_(ctx, x, dim=0, start=None, end=None, step=1):
+    if isinstance(start, Value):
+        raise Unsupported("slice from a start read from data (`.item()`)")
     dim = norm_dim(dim, x.type.rank)
     start = clamp_start(start, x.type.shape[dim])
     return _view(ctx, x, _slice_index(x, dim, start, step))
@@ -181,6 +183,8 @@ def slice_(ctx, x, dim=0, start=None, end=None, step=1):
 
 @register_lowering(aten.select.int)
 def select(ctx, x, dim, index):
+    if isinstance(index, Value):  # a view at a position known only at run time: ATen's
+        raise Unsupported("select at an index read from data (`.item()`)")
     dim = norm_dim(dim, x.type.rank)
     if isinstance(index, int) and index < 0:
         index += x.type.shape[dim]
