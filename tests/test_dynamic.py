@@ -183,10 +183,9 @@ def test_torch_sympy_functions_print_as_sympy_the_grammar_reads():
 
 
 def ramps(n, step, dtype=None):
-    wide = dtype or torch.bfloat16, dtype or torch.float32
-    return torch.arange(-1, n, step, dtype=wide[0]), torch.arange(
-        0.5, n, 0.25 * step, dtype=wide[1]
-    )
+    """A bf16 integer ramp and an f32 float one, or both in `dtype`."""
+    ints, floats = dtype or torch.bfloat16, dtype or torch.float32
+    return torch.arange(-1, n, step, dtype=ints), torch.arange(0.5, n, 0.25 * step, dtype=floats)
 
 
 def test_a_ramp_over_symbolic_bounds_is_rounded_once():

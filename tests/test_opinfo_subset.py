@@ -103,6 +103,7 @@ def test_dynamic_sizes_compile_one_symbolic_graph_that_matches_eager(op):
     assert row.eager == "ok", row
     cell = row.cells["mind"]
     assert cell.status == "pass" and not cell.fallbacks, (cell.message, cell.fallbacks)
+    assert cell.graphs == 1
     assert str(Draw(dynamic=True)) == "one sample per op, sizes dynamic"
 
 
