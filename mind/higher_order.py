@@ -70,7 +70,9 @@ def _pass_size_symbols(split: torch.fx.GraphModule) -> None:
         for symbol in (s for s in missing if s in sources):
             if symbol not in read:
                 read[symbol] = _read_symbol(graph, inputs[-1], *sources[symbol])
-            with part.graph.inserting_after(own[-1] if own else None):
+            # after the part's inputs (first, where it has none: `inserting_before(None)`)
+            where = part.graph.inserting_after(own[-1]) if own else part.graph.inserting_before()
+            with where:
                 own.append(part.graph.placeholder(symbol.name))
             own[-1].meta["val"] = read[symbol].meta["val"]
             call.args = (*call.args, read[symbol])
@@ -79,17 +81,12 @@ def _pass_size_symbols(split: torch.fx.GraphModule) -> None:
 
 
 def _held(node: torch.fx.Node) -> dict[sympy.Symbol, tuple]:
-    """The size symbols a placeholder holds alone: (node, None) for a SymInt input,
-    (node, method, dim) for a tensor's size or stride."""
-    val = node.meta.get("val")
-    if isinstance(val, torch.SymInt) and val.node.expr.is_Symbol:
-        return {val.node.expr: (node, None, None)}
+    """The size symbols a placeholder holds alone, each with where it is read: (node, None,
+    None) for a SymInt input, (node, method, dim) for a tensor's size or stride."""
     found: dict[sympy.Symbol, tuple] = {}
-    if isinstance(val, torch.Tensor):
-        for method in ("size", "stride"):
-            for d, size in enumerate(getattr(val, method)()):
-                if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
-                    found.setdefault(size.node.expr, (node, method, d))
+    for method, d, size in _sizes(node.meta.get("val")):
+        if size.node.expr.is_Symbol:
+            found.setdefault(size.node.expr, (node, method, d))
     return found
 
 
@@ -99,17 +96,32 @@ def _used(part: torch.fx.GraphModule) -> set[sympy.Symbol]:
     for node in part.graph.nodes:
         vals = node.meta.get("val")
         for val in vals if isinstance(vals, list | tuple) else [vals]:
-            sizes = [val] if isinstance(val, torch.SymInt) else []
-            if isinstance(val, torch.Tensor):
-                sizes = [*val.shape, *val.stride()]
-            for size in sizes:
-                if isinstance(size, torch.SymInt):
-                    found |= size.node.expr.free_symbols
+            for _, _, size in _sizes(val):
+                found |= size.node.expr.free_symbols
     return found
 
 
+def _sizes(val: object) -> list[tuple[str | None, int | None, torch.SymInt]]:
+    """The symbolic sizes an example value holds, each with where it is read: (None, None, it)
+    for a SymInt, (method, dim, size) for a tensor's sizes and strides."""
+    if isinstance(val, torch.SymInt):
+        return [(None, None, val)]
+    if not isinstance(val, torch.Tensor):
+        return []
+    return [
+        (method, d, size)
+        for method in ("size", "stride")
+        for d, size in enumerate(getattr(val, method)())
+        if isinstance(size, torch.SymInt)
+    ]
+
+
 def _read_symbol(
-    graph: torch.fx.Graph, after: torch.fx.Node, node: torch.fx.Node, method: str | None, d: int
+    graph: torch.fx.Graph,
+    after: torch.fx.Node,
+    node: torch.fx.Node,
+    method: str | None,
+    d: int | None,
 ) -> torch.fx.Node:
     """A node of `graph` whose value is the symbol `node` holds (itself, or its size or stride
     along `d`), made after the inputs."""
