@@ -2,13 +2,14 @@
 (and optionally Inductor) and compared with eager.
 
     python3 -m benchmarks.opinfo [--device cpu] [--ops abs,sum,...] [--inductor] [--timeout 120]
-                                 [--dtype bfloat16] [--sample 2] [--grad]
+                                 [--dtype bfloat16] [--sample 2] [--grad] [--dynamic]
                                  [--out benchmarks/results/opinfo_cpu]
 
 By default each op's first sample, in the first dtype of DTYPE_PREFERENCE the op supports;
 `--dtype` and `--sample` draw another (inputs the default sweep never shows mind: an op without
 that dtype or that many samples is skipped, as where eager fails). `--grad` compares the inputs'
 gradients too, through the backward graph the backend compiles (ops without autograd skipped).
+`--dynamic` compiles with `dynamic=True`: every size, and the sample's int arguments, a symbol.
 
 Per op it records: pass / mismatch / error against eager (eager failing on the sample: skip),
 whether Dynamo handed mind a graph at all, the kernels mind generated (the `@triton.jit`
@@ -115,6 +116,11 @@ class Draw:
 
     def compile(self, fn, backend: str):
         return torch.compile(fn, backend=backend, dynamic=True if self.dynamic else None)
+
+    def flags(self) -> list[str]:
+        """The command line that draws this (a worker's)."""
+        flags = ["--sample", str(self.sample)] + (["--dtype", self.dtype] if self.dtype else [])
+        return flags + ["--grad"] * self.grad + ["--dynamic"] * self.dynamic
 
 
 # -- one op, in the worker ------------------------------------------------------------------
@@ -346,10 +352,7 @@ class Worker:
 
     def __init__(self, device: str, backends: tuple[str, ...], draw: Draw = Draw()):
         self.argv = [sys.executable, "-m", "benchmarks.opinfo", "--worker", "--device", device]
-        self.argv += ["--backends", ",".join(backends), "--sample", str(draw.sample)]
-        self.argv += ["--dtype", draw.dtype] if draw.dtype else []
-        self.argv += ["--grad"] if draw.grad else []
-        self.argv += ["--dynamic"] if draw.dynamic else []
+        self.argv += ["--backends", ",".join(backends), *draw.flags()]
         self.backends = backends
         self.proc: subprocess.Popen | None = None
 

@@ -147,8 +147,9 @@ def compile_kernel(module: str, source: str, filename: str, spec: Spec, target: 
 def run_kernels(module: str, source: str, filename: str) -> dict[str, Any]:
     """The namespace of a generated module's kernels, run under the loader's module name and
     file, at the same lines: Triton's key for a kernel holds its source, the functions it calls
-    and the line it starts on, so the worker's compile is the one the loader finds. Triton reads a kernel's source from `filename`, or from
-    `linecache` where the loader could not write the file."""
+    and the line it starts on, so the worker's compile is the one the loader finds. Triton reads
+    a kernel's source from `filename`, or from `linecache` where the loader could not write the
+    file."""
     if not os.path.exists(filename):
         remember_source(source, filename)
     namespace = {"__name__": module}

@@ -13,10 +13,10 @@ has 17 kernels, which compile in 2.5 s one after another for an H100 target, 0.9
 convolution (a matmul template with a gather prologue). A worker runs the module's kernels as the
 loader does, at the same lines, which Triton's cache key includes (once per module, not per
 kernel), compiles one from its binding's `Spec` for the target the loader names, and leaves it in
-Triton's on-disk cache, where the loader's bind then finds it (runtime/compile_job.py). A worker touches no GPU and
-imports no torch: it makes no CUDA context and loads nothing. What a worker fails on, the loader
-compiles again when it binds, so errors are reported as usual. Results do not depend on who compiled
-what.
+Triton's on-disk cache, where the loader's bind then finds it (runtime/compile_job.py). A worker
+touches no GPU and imports no torch: it makes no CUDA context and loads nothing. What a worker
+fails on, the loader compiles again when it binds, so errors are reported as usual. Results do
+not depend on who compiled what.
 
 Autotuned launches (runtime/autotune.py) compile every candidate here; the loading process tunes
 each launch as soon as all its candidates are compiled, while the workers compile the others,
