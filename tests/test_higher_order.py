@@ -45,8 +45,12 @@ def test_the_ops_around_a_cond_compile_and_either_branch_runs(tmp_path, monkeypa
 
 
 def test_a_training_step_through_a_cond_gives_eagers_gradients(tmp_path, monkeypatch):
-    """The backward holds the cond of the branches' backwards: split as the forward is."""
+    """The backward holds the cond of the branches' backwards: split as the forward is. The
+    gradients reach several hundred, summed in another order than eager's: they agree to a few
+    units in the last place of the largest, so that is the absolute tolerance (an element near
+    zero is off by as much)."""
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    torch.manual_seed(0)
     x = torch.randn(4, 8)
     w, reference = (torch.randn(8, 8).requires_grad_() for _ in range(2))
     with torch.no_grad():
@@ -56,7 +60,8 @@ def test_a_training_step_through_a_cond_gives_eagers_gradients(tmp_path, monkeyp
         for sign in (1, -1):
             compiled(x * sign, x, w).square().sum().backward()
             around_cond(x * sign, x, reference).square().sum().backward()
-            torch.testing.assert_close(w.grad, reference.grad)
+            scale = reference.grad.abs().max().item()
+            torch.testing.assert_close(w.grad, reference.grad, rtol=1e-5, atol=1e-6 * scale)
             w.grad = reference.grad = None
     assert "graph0_backward_part0" in compiled_parts(tmp_path)
 
