@@ -54,10 +54,10 @@ def _speedup(row: Row | None) -> str:
 
 def _compiled_here(counts: dict | None) -> str:
     """The kernels the loading process compiled itself during a first call, of those mind
-    compiled ("3 of 17"; its compile workers compiled the others); "-" where mind compiled none."""
-    if not counts or not sum(counts.values()):
-        return "-"
-    return f"{counts['here']} of {counts['here'] + counts['workers']}"
+    compiled ("3 of 17"; its compile workers compiled the others); "-" where mind compiled none
+    (a kernel bound from its launch record is not compiled)."""
+    compiled = counts["here"] + counts["workers"] if counts else 0
+    return f"{counts['here']} of {compiled}" if compiled else "-"
 
 
 COLUMNS = (

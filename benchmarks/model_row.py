@@ -280,9 +280,10 @@ def verdict(errs: Report) -> tuple[bool, str]:
 
 def compiled_since(before: dict[str, int]) -> dict[str, int]:
     """Kernels mind compiled since `before` (a copy of `counters["mind_compile"]`), in the
-    loading process (`here`) and by its compile workers (runtime/compile_pool.py)."""
+    loading process (`here`) and by its compile workers (runtime/compile_pool.py), and kernels
+    it bound from launch records instead (`recorded`, runtime/static_launch.py)."""
     now = torch._dynamo.utils.counters["mind_compile"]
-    return {k: int(now[k] - before.get(k, 0)) for k in ("here", "workers")}
+    return {k: int(now[k] - before.get(k, 0)) for k in ("here", "workers", "recorded")}
 
 
 def dynamo_counts() -> dict[str, int]:

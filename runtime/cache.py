@@ -9,11 +9,16 @@
   AOTAutograd's cache (mind/compiled.py) names modules by their key too, and reads them here;
 - tuning: autotuning's winners (`tuning/<key>.json`, runtime/autotune.py), under a hash of what
   was tuned and the device, each naming the key it was stored under: one that does not parse or
-  names another is ignored.
+  names another is ignored;
+- launches: for each kernel bound through torch's launcher, its cubin and what the launcher
+  takes (`launches/<key>.json`, runtime/static_launch.py), under a hash of everything the
+  compiled kernel depends on (`launch_key`), so that a new process binds it without Triton's
+  JIT, key or cache. Each names its key and holds the sha256 of its content.
 
-A file is trusted only when its content hashes to the key it is stored under: one that does not
-(truncated, edited, another module under the key) is rewritten from the source in hand, or, for
-a graph, ignored and compiled again. Files are written atomically (a temporary file in the same
+A file is trusted only when its content hashes to the key it is stored under (a launch record:
+to the hash it holds): one that does not (truncated, edited, another module under the key) is
+rewritten from the source in hand, or, for a graph or a launch, ignored and compiled again, which
+writes it anew. Files are written atomically (a temporary file in the same
 folder, renamed into place), so a reader never sees half a file. A cache that cannot be written
 is no error: the caller compiles in memory.
 """
@@ -198,3 +203,64 @@ def remember_tuning(key: str, interpret: bool, record: dict) -> None:
         write_atomic(_tuning_path(key, interpret), text, durable=True)
     except OSError as exc:
         log.info("tuning %s: cannot remember (%s)", key[:16], exc.strerror)
+
+
+def launch_key(module_key: str, kernel: str) -> str:
+    """The key of a kernel's launch record: its module (`source_key`: the source, Triton's version,
+    the device), `kernel` (its name and how it is bound: the signature, config and options), what
+    the kernels call that their module's source does not hold (mind's Triton helpers), the
+    environment variables that change Triton's compile, and torch's version (whose launcher
+    reads the record)."""
+    return _digest(module_key, kernel, _helpers(), repr(sorted(_triton_env().items())),
+                   torch.__version__)  # fmt: skip
+
+
+@cache
+def _helpers() -> str:
+    from . import triton_helpers
+
+    return Path(triton_helpers.__file__).read_text()
+
+
+def _triton_env() -> dict[str, str]:
+    """The environment variables Triton's own cache key holds (its compile depends on them)."""
+    from triton.compiler import compiler
+
+    return compiler.get_cache_invalidating_env_vars()
+
+
+def _launch_path(key: str) -> Path:
+    return cache_dir() / "launches" / key[:2] / f"{key}.json"
+
+
+def _content_hash(record: dict) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def recall_launch(key: str) -> dict | None:
+    """The launch record stored under `key`, when it parses, names `key` and hashes to the hash it
+    holds; None otherwise (the kernel compiles, and its record is written again)."""
+    path = _launch_path(key)
+    text = _read(path)
+    if text is None:
+        return None
+    try:
+        stored = json.loads(text)
+        record = stored["record"]
+        intact = stored["key"] == key and stored["sha256"] == _content_hash(record)
+    except (ValueError, TypeError, KeyError):
+        intact = False
+    if not intact:
+        log.info("launch %s: damaged, ignored", path)
+        return None
+    return record
+
+
+def remember_launch(key: str, record: dict) -> None:
+    """Store the launch record `record` (JSON values) under `key`. Not synced to disk: a record a
+    crash leaves torn fails its hash and is written again. An unwritable cache is no error."""
+    text = json.dumps({"key": key, "sha256": _content_hash(record), "record": record})
+    try:
+        write_atomic(_launch_path(key), text)
+    except OSError as exc:
+        log.info("launch %s: cannot remember (%s)", key[:16], exc.strerror)

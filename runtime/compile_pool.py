@@ -128,6 +128,7 @@ class Batch:
         self.pool, self.bindings = pool, bindings
         self.module, self.source, self.filename = module, source, filename
         self.todo = longest_first(bindings)
+        self.position = {id(b): i for i, b in enumerate(bindings)}
         #: indices compiled (or failed), in the order they finished
         self.finished: list[int] = []
         #: how many the workers are compiling now
@@ -158,14 +159,13 @@ class Batch:
         kernel that failed is compiled again, here, when it binds, and reports its error then."""
         bar = bar or Silent()
         pending, handed, done = list(tuned), 0, set()
-        position = {id(b): i for i, b in enumerate(self.bindings)}
         changed = self.pool.changed
         while True:
             index = None
             with changed:
                 fresh, handed = self.finished[handed:], len(self.finished)
                 done.update(fresh)
-                ready = [t for t in pending if all(position[id(b)] in done for b in t.bindings)]
+                ready = [t for t in pending if all(self._compiled(b, done) for b in t.bindings)]
                 if not fresh and not ready:
                     if self.todo:
                         index = self.todo.popleft()
@@ -191,6 +191,11 @@ class Batch:
             self.module, len(self.bindings), self.here, len(self.pool.workers), self._slowest(),
         )  # fmt: skip
         _count(len(self.bindings), self.here)
+
+    def _compiled(self, binding: Binding, done: set[int]) -> bool:
+        """Whether `binding` is compiled, or is not the batch's to compile (a launch record's)."""
+        index = self.position.get(id(binding))
+        return index is None or index in done
 
     def _slowest(self) -> str:
         """The kernel that took longest to compile, which a first call waits for at the least

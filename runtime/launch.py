@@ -22,6 +22,7 @@ C++ fast paths where this torch has them, the public functions otherwise.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,11 +36,12 @@ from triton import knobs
 from triton.runtime.driver import driver
 from triton.runtime.interpreter import InterpretedFunction
 
+from .cache import launch_key, recall_launch, remember_launch
 from .compile_job import Pointer, Spec, compile_for, warm
 from .cooperative import LAUNCHER_PARAMETERS, Cooperation
 from .errors import KernelError
 from .static_launch import enabled as static_launch_enabled
-from .static_launch import static_launcher
+from .static_launch import recorded_launcher, static_launcher
 
 log = channel("launch")
 
@@ -71,6 +73,11 @@ class Binding:
     options: dict[str, Any]
     #: a cooperative kernel's grid and workspace (runtime/cooperative.py); None for others
     cooperation: Cooperation | None = None
+    #: the key of its module in the module cache (`cache.source_key`), set by the loader: a
+    #: kernel launched through torch's launcher keeps a launch record under it (and its binding)
+    module_key: str | None = None
+    #: its launch record, when `recall` found one
+    kept: dict | None = None
 
     @property
     def name(self) -> str:
@@ -115,24 +122,60 @@ class Binding:
         """Whether the kernel runs in Triton's interpreter (CPU tensors)."""
         return isinstance(self.kernel, InterpretedFunction) or bool(knobs.runtime.interpret)
 
+    @property
+    def record_key(self) -> str | None:
+        """The key of its launch record: where its module is cached, and it launches through
+        torch's launcher (a cooperative kernel sizes its grid from Triton's compiled kernel)."""
+        if self.module_key is None or self.cooperation is not None or not static_launch_enabled():
+            return None
+        return launch_key(self.module_key, repr(self.spec()))
+
+    def recall(self) -> bool:
+        """Whether an earlier process left this kernel's launch record: then it binds from it,
+        with no compile, nor Triton's JIT or cache (`kept`)."""
+        key = self.record_key
+        self.kept = recall_launch(key) if key is not None else None
+        return self.kept is not None
+
     def launcher(self) -> Launcher:
         if self.interpreted:
             log.debug("kernel %s: Triton's interpreter", self.name)
             launch = _jit_launcher(self.kernel, self.options)
             return self.cooperation.interpreted(launch) if self.cooperation else launch
+        launch = self._recorded()
+        if launch is not None:
+            return launch
         compiled = self.compile()
         launch = self._bound(compiled)
         if self.cooperation is None:
             return launch
         return self.cooperation.launcher(launch, compiled, self.device, self.name)
 
+    def _recorded(self) -> Launcher | None:
+        """Its launcher from its launch record, where `recall` found one that binds."""
+        if self.kept is None or _hooked():
+            return None
+        count = len(self.signature)
+        launch = recorded_launcher(self.name, self.kept, self.device, count)
+        if launch is None:
+            return None
+        log.debug("kernel %s: bound from its launch record", self.name)
+        return self._checked(launch)
+
     def _bound(self, compiled) -> Launcher:
         if _hooked():  # a profiler listens to launches: Triton's own path tells it about each
             log.info("kernel %s: Triton's launch path (a profiler hooks launches)", self.name)
             return _jit_launcher(self.kernel, self.options)
-        log.debug("kernel %s: bound, alignment checked for arguments %s", self.name, self.checked)
-        launch = static_launcher(compiled, self.device, len(self.signature))
+        key = self.record_key
+        keep = None if key is None else functools.partial(remember_launch, key)
+        launch = static_launcher(compiled, self.device, len(self.signature), keep)
         launch = launch or _triton_launcher(compiled, self.device, tuple(self.constexprs.values()))
+        return self._checked(launch)
+
+    def _checked(self, launch: Launcher) -> Launcher:
+        """`launch`, checking the alignment of the pointers at `checked` first: a misaligned one
+        takes Triton's JIT path, which specializes for what it gets."""
+        log.debug("kernel %s: bound, alignment checked for arguments %s", self.name, self.checked)
         checked = self.checked
         if not checked:
             return launch

@@ -73,7 +73,9 @@ def _import(
     try:
         with _interpreting(interpret):
             bindings = _execute(module, text, filename, source)
-        batch = None if interpret else submit(module_name, text, filename, bindings)
+        batch = None
+        if not interpret:
+            batch = submit(module_name, text, filename, _unrecorded(bindings, key))
         finish = functools.partial(bind_kernels, module, source, batch, interpret)
         if batch is not None and pending is not None:
             pending.append(finish)  # bound at the end of the overlapped block
@@ -86,6 +88,23 @@ def _import(
         run_interpreted(module)
     wrap_call(module, source)
     return module
+
+
+def _unrecorded(bindings: list[Binding], module_key: str) -> list[Binding]:
+    """The bindings left to compile: those with no launch record of an earlier process, which
+    bind from it when their module binds (runtime/static_launch.py)."""
+    for binding in bindings:
+        binding.module_key = module_key
+    left = [binding for binding in bindings if not binding.recall()]
+    _count_recorded(len(bindings) - len(left))
+    return left
+
+
+def _count_recorded(kernels: int) -> None:
+    """`counters["mind_compile"]["recorded"]`: kernels bound from launch records, not compiled."""
+    from torch._dynamo.utils import counters
+
+    counters["mind_compile"]["recorded"] += kernels
 
 
 @contextlib.contextmanager

@@ -9,6 +9,12 @@ the cubin's function, its arguments' types, which of the call's arguments are Tr
 (a constexpr, or an integer Triton specialized, such as a size of 1) and so not passed, and the
 null scratch pointers a newer Triton's cubin also takes. A launch is then one C++ call.
 
+A kernel bound so leaves a launch record in mind's cache (runtime/cache.py): what torch's kernel
+object read of it, as JSON values, with its cubin. A later process binds the kernel from it
+(`recorded_launcher`) without compiling or asking Triton: no JIT specialization, no Triton cache
+key (a hash of the kernel's source and what it calls) and no cache lookup, as Inductor binds
+kernels from its own cache.
+
 torch's `StaticallyLaunchedCudaKernel` reads the compiled kernel (as Inductor does); a kernel it
 does not handle (ROCm, scratch memory, clusters, cooperative or PDL launches, TMA descriptors), or
 a torch without it, launches through Triton's launcher.
@@ -23,7 +29,9 @@ change between torch versions, so any failure to bind falls back to Triton's lau
 
 from __future__ import annotations
 
+import base64
 import importlib
+import json
 import operator
 import os
 import tempfile
@@ -45,24 +53,70 @@ _MODULES = (
 _ATTRIBUTES = ("launch_cooperative_grid", "launch_pdl")
 
 
-def static_launcher(compiled: Any, device: torch.device, count: int) -> Callable | None:
+def static_launcher(
+    compiled: Any, device: torch.device, count: int, keep: Callable[[dict], None] | None = None
+) -> Callable | None:
     """A launcher `fn(grid_x, grid_y, grid_z, stream, *args)` of `compiled` on `device` through
     torch's launcher, for launches that pass `count` arguments (the kernel's parameters before
-    its constexprs); None where torch's launcher cannot launch it, or is not asked for."""
+    its constexprs); None where torch's launcher cannot launch it, or is not asked for. Once it
+    is bound, `keep` is handed the kernel's record (`record`), where it has one."""
     if not enabled():
         return None
     try:
         kernel = read(compiled)
-        bound = arguments(kernel, count)
-        if bound is None:  # not the arguments this module expects
-            raise NotImplementedError(f"arguments {kernel.arg_tys}")
-        _load(kernel, device)
-        launch = _launcher(kernel, *bound)
+        kept = record(kernel)  # (before loading: then the kernel holds its cubin, no handle)
+        launch = _bound(kernel, device, count)
     except Exception as exc:  # noqa: BLE001  (Triton's launcher is the fallback for any reason)
         log.debug("kernel %s: Triton's launcher (%s)", compiled.name, exc)
         return None
-    log.debug("kernel %s: torch's launcher, arguments %s", compiled.name, bound[0])
+    if keep is not None and kept is not None:
+        keep(kept)
     return launch
+
+
+def recorded_launcher(name: str, kept: dict, device: torch.device, count: int) -> Callable | None:
+    """`static_launcher` of kernel `name` from its record `kept`, made in another process: no
+    Triton compiled kernel, JIT or cache is involved. None where it does not bind."""
+    try:
+        launch = _bound(restore(kept), device, count)
+    except Exception as exc:  # noqa: BLE001  (the caller compiles the kernel instead)
+        log.info("kernel %s: its launch record does not bind (%s): compiled", name, exc)
+        return None
+    return launch
+
+
+def record(kernel: Any) -> dict | None:
+    """What torch's launcher reads of a compiled kernel, as JSON values: torch's kernel object's
+    state (its class pickles the same, as Inductor's cache stores it) and its cubin. None where
+    the state holds something JSON does not (another torch's launcher)."""
+    state = {name: value for name, value in vars(kernel).items() if name != "cubin_raw"}
+    try:
+        same = json.loads(json.dumps(state)) == state
+    except (TypeError, ValueError):
+        same = False
+    if not same or not isinstance(kernel.cubin_raw, bytes):
+        return None
+    return {"state": state, "cubin": base64.b64encode(kernel.cubin_raw).decode()}
+
+
+def restore(kept: dict) -> Any:
+    """torch's kernel object from its `record`, as unpickling makes it (no code runs but
+    torch's class, and its state is plain values)."""
+    cls = _kernel_class()
+    kernel = cls.__new__(cls)
+    kernel.__dict__.update(kept["state"])
+    kernel.cubin_raw = base64.b64decode(kept["cubin"], validate=True)
+    return kernel
+
+
+def _bound(kernel: Any, device: torch.device, count: int) -> Callable:
+    """torch's launcher of `kernel`, loaded on `device`, for launches passing `count` arguments."""
+    bound = arguments(kernel, count)
+    if bound is None:  # not the arguments this module expects
+        raise NotImplementedError(f"arguments {kernel.arg_tys}")
+    _load(kernel, device)
+    log.debug("kernel %s: torch's launcher, arguments %s", kernel.name, bound[0])
+    return _launcher(kernel, *bound)
 
 
 def enabled() -> bool:

@@ -65,6 +65,43 @@ def test_launches_skip_triton_dispatch_after_load(monkeypatch):
     assert calls == []
 
 
+def test_a_new_process_binds_its_kernels_from_their_launch_records(tmp_path, monkeypatch):
+    """A second process (the loader's modules and Dynamo reset, the caches on disk kept) binds
+    every kernel from the launch record the first process left: Triton's JIT runs for none
+    (no specialization, key or cache lookup) and the numbers are eager's. A record damaged in
+    between is not bound from: its kernel compiles, and its record is written again."""
+    from mind.runtime import loader
+
+    x, w = torch.randn(64, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    with no_fallback():
+        torch.compile(gelu_norm, backend="mind")(x, w)
+    records = sorted((tmp_path / "cache" / "launches").rglob("*.json"))
+    assert records
+    calls, run = [], JITFunction.run
+    monkeypatch.setattr(
+        JITFunction, "run", lambda self, *a, **k: calls.append(self) or run(self, *a, **k)
+    )
+
+    def new_process():
+        monkeypatch.setattr(loader, "_MODULES", {})
+        torch._dynamo.reset()
+        counters.clear()
+        with no_fallback():
+            out = torch.compile(gelu_norm, backend="mind")(x, w)
+        torch.testing.assert_close(out, gelu_norm(x, w), rtol=1e-4, atol=1e-4)
+
+    new_process()
+    assert calls == [] and counters["mind_compile"]["recorded"] == len(records)
+    intact = records[0].read_text()
+    records[0].write_text(intact.replace('"cubin": "', '"cubin": "AAAA'))
+    new_process()
+    assert (
+        len({id(kernel) for kernel in calls}) == 1
+        and counters["mind_compile"]["recorded"] == len(records) - 1
+    )
+    assert records[0].read_text() == intact
+
+
 def test_kernels_compile_in_worker_processes(tmp_path, monkeypatch):
     """Workers started with an empty Triton cache fill it with every kernel of a module, and
     the loading process's own compile finds them there (the same cache keys): it adds no file

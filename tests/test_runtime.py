@@ -369,6 +369,65 @@ def test_a_kernel_failing_after_an_overlapped_load_fails_the_first_call(fake_com
     assert events[-1] == ("launched", "scale0")
 
 
+def test_kernels_with_launch_records_bind_from_them_without_compiling(fake_compiles, monkeypatch):
+    """A process that finds a kernel's launch record (an earlier process bound it through
+    torch's launcher) binds it from the record: only the kernel without one compiles."""
+    from mind.runtime.cache import remember_launch
+    from mind.runtime.launch import Binding
+    from torch._dynamo.utils import counters
+
+    events, _ = fake_compiles
+    bound, launcher = {}, Binding.launcher
+    monkeypatch.setattr(Binding, "launcher", lambda b: bound.update({b.name: b}) or launcher(b))
+    load(BOUND_SOURCE, "g", interpret=False)
+    assert events == [("compiled", "scale0"), ("compiled", "scale1")]
+    assert all(b.record_key is not None and b.kept is None for b in bound.values())
+    kept = {"state": {}, "cubin": ""}
+    remember_launch(bound["scale0"].record_key, kept)
+    loader._MODULES.clear()  # a new process
+    counters.clear()
+    load(BOUND_SOURCE, "g", interpret=False)
+    assert events[2:] == [("compiled", "scale1")]
+    assert bound["scale0"].kept == kept and bound["scale1"].kept is None
+    assert counters["mind_compile"]["recorded"] == 1
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text[: len(text) // 2],  # truncated
+        lambda text: text.replace('"shared": 0', '"shared": 1'),  # valid, wrong
+        lambda text: text.replace('"key": "', '"key": "0'),  # another key's
+        lambda text: "\x00garbage",
+    ],
+    ids=["truncated", "edited", "another-key", "garbage"],
+)
+def test_a_damaged_launch_record_is_ignored(fresh_cache, damage):
+    """A launch record that does not parse, name its key and hash to the hash it holds is not
+    bound from: the kernel compiles, and its record is written again."""
+    from mind.runtime.cache import launch_key, recall_launch, remember_launch
+
+    key = launch_key("module", "kernel")
+    kept = {"state": {"name": "k", "shared": 0}, "cubin": "AAAA"}
+    remember_launch(key, kept)
+    assert recall_launch(key) == kept
+    (path,) = (fresh_cache / "launches").rglob("*.json")
+    path.write_text(damage(path.read_text()))
+    assert recall_launch(key) is None
+    remember_launch(key, kept)
+    assert recall_launch(key) == kept
+
+
+def test_a_launch_key_holds_what_the_compiled_kernel_depends_on(monkeypatch):
+    """The module, the kernel's binding, and the environment Triton's own key holds."""
+    from mind.runtime import cache
+
+    key = cache.launch_key("module", "kernel")
+    assert key != cache.launch_key("module2", "kernel") != cache.launch_key("module", "kernel2")
+    monkeypatch.setattr(cache, "_triton_env", lambda: {"TRITON_DEFAULT_FP_FUSION": "0"})
+    assert cache.launch_key("module", "kernel") != key
+
+
 def test_storages_known_to_stay_put_are_forgotten_once_freed():
     """CUDA graphs bind a storage in place when it is known to stay put. A freed one's address
     may come back under a fresh tensor, so the record holds it weakly, and forgets it at the next
