@@ -1,7 +1,8 @@
 """The persistent-reduction strategy: a row that fits (at most `persistent-max` elements, or
 `OUTER_PERSISTENT_MAX` for a reduction along strided memory; `persistent-max` is by default
 by the row's element size, heuristics.PERSISTENT_MAX) is reduced in registers, R0_BLOCK
-covering it whole. The body's phases (work that depends on k earlier reductions, see
+covering it whole; a row of symbolic length never is (its size hint, each symbol at 8192,
+makes `s0//s1` a row of 1). The body's phases (work that depends on k earlier reductions, see
 analysis/phases.py) run one after the other; what varies along r is recomputed in each phase
 that needs it."""
 
@@ -21,7 +22,7 @@ from .heuristics import (
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .scans import holds_row
-from .tiling import Tiling, reduction_tiling, row_itemsize, row_size
+from .tiling import Tiling, numel, reduction_tiling, row_itemsize, row_size
 
 
 class Persistent(Strategy):
@@ -32,6 +33,8 @@ class Persistent(Strategy):
             return False
         if holds_row(node):
             return True
+        if not isinstance(numel(node.sizes[1]), int):
+            return False  # a symbolic row may outgrow any R0_BLOCK its size hint picks
         size, limit = row_size(node), options.persistent_max or persistent_max(row_itemsize(node))
         if size > limit:
             return False
