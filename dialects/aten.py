@@ -74,6 +74,7 @@ from .common import Call, ConstantTensor, Output, add_graph_ops
 from .pyobjects import (
     TORCH_ENUMS,
     from_attr,
+    host_sizes,
     is_complex,
     qualified_name,
     resolve,
@@ -327,6 +328,22 @@ add_collective_ops(ATEN)
 
 def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
     """An ATen-level GraphModule (from AOTAutograd) as an `aten.graph` op."""
+    with host_sizes(_host_values(gm)):
+        return Operation("aten.graph", regions=[Region(_import_block(gm))], symbol=name)
+
+
+def _host_values(gm: torch.fx.GraphModule) -> Iterator[Any]:
+    """The values the wrapper has at hand: what each node computes (a SymInt's, on the host) and
+    the sizes of the graph's input tensors (a backward's gradients have its forward's sizes)."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "placeholder" and isinstance(val, torch.Tensor):
+            yield from val.shape
+        else:
+            yield val
+
+
+def _import_block(gm: torch.fx.GraphModule) -> Block:
     block = Block()
     values: dict[torch.fx.Node, Any] = {}
     for node in gm.graph.nodes:
@@ -360,7 +377,7 @@ def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
                 values[node] = values[node][0]
             else:
                 values[node] = tuple(values[node])
-    return Operation("aten.graph", regions=[Region(block)], symbol=name)
+    return block
 
 
 def _import_call(node: torch.fx.Node, values: dict) -> Operation:

@@ -7,7 +7,9 @@ import builtins
 import importlib
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import sympy
@@ -18,7 +20,7 @@ from mind.ir.attributes import PyCall, PyRef
 from mind.ir.core import Value, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import Device, DType
-from mind.ir.symbols import Mod, as_int_like, sym
+from mind.ir.symbols import Mod, as_int_like, is_integral, sym
 from mind.ir.types import OpaqueType, ScalarType, SymType, TensorType, Type
 from torch.fx.node import _get_qualified_name
 
@@ -140,10 +142,38 @@ def plain_sympy(expr: sympy.Expr) -> sympy.Expr:
 
 def sympify_symint(value: Any) -> Any:
     """A torch SymInt/SymFloat/SymBool (or its sympy expr) as an expression over mind's symbols,
-    in plain sympy."""
+    in plain sympy (inside `host_sizes`, with the sizes it names as their symbols)."""
     expr = value.node.expr if hasattr(value, "node") else value
     expr = plain_sympy(sympy.sympify(expr))
-    return as_int_like(expr.xreplace({s: sym(s.name) for s in expr.free_symbols}))
+    expr = as_int_like(expr.xreplace({s: sym(s.name) for s in expr.free_symbols}))
+    named = _HOST_SIZES.get()
+    return expr.xreplace(named) if named and isinstance(expr, sympy.Basic) else expr
+
+
+#: inside `host_sizes`: each size computed in float arithmetic, and the symbol naming it
+_HOST_SIZES: ContextVar[dict[sympy.Expr, sympy.Symbol] | None] = ContextVar(
+    "mind_host_sizes", default=None
+)
+
+
+@contextmanager
+def host_sizes(examples: Iterable[Any]) -> Iterator[None]:
+    """Inside, each size that a SymInt among `examples` computes in float arithmetic reads as a
+    symbol of its own, `h0`, `h1`, ...: interpolate's output size for a scale factor,
+    `TruncToInt(1.7*ToFloat(s0))`, which no index expression holds (it rounds as the float
+    product does: `int(0.29 * 100)` is 28). The graph's value that computes it binds it on the
+    host, as a data-dependent size is bound; a symbol is a size, so non-negative."""
+    named: dict[sympy.Expr, sympy.Symbol] = {}
+    for example in examples:
+        if isinstance(example, torch.SymInt):
+            expr = sympify_symint(example)
+            if isinstance(expr, sympy.Expr) and not is_integral(expr) and expr not in named:
+                named[expr] = sym(f"h{len(named)}")
+    token = _HOST_SIZES.set(named)
+    try:
+        yield
+    finally:
+        _HOST_SIZES.reset(token)
 
 
 def type_of(example: Any) -> Type:

@@ -121,6 +121,51 @@ def test_static_reduction_over_symbolic_rows_is_persistent():
             torch.testing.assert_close(compiled(x), row_sum_static(x))
 
 
+def rows_of_quotient(x, y):
+    """Rows of `s0//s1` elements: 1 at the size hint (every symbol 8192), 50 and 33 here."""
+    return x.view(y.shape[0], -1).sum(1) + y
+
+
+def test_a_row_of_symbolic_length_is_reduced_whole_at_any_size():
+    """A persistent reduction covers its row with R0_BLOCK, chosen for the size hint: for a row
+    of symbolic length that block is no bound, so such a row loops. Chosen persistent, rows of
+    50 and 33 summed only their first elements."""
+    compiled = torch.compile(rows_of_quotient, backend="mind", dynamic=True)
+    with no_fallback():
+        for rows, length in ((6, 50), (4, 33)):
+            x, y = torch.randn(rows * length), torch.randn(rows)
+            torch.testing.assert_close(compiled(x, y), rows_of_quotient(x, y))
+
+
+@pytest.mark.parametrize(
+    "mode, scale, sizes",
+    [("nearest", 0.29, (100, 13)), ("bilinear", 1.7, (7, 13)), ("area", 0.5, (7, 9))],
+)
+def test_a_size_computed_in_float_arithmetic_is_a_symbol_bound_on_the_host(mode, scale, sizes):
+    """interpolate with a scale factor sizes its output `TruncToInt(scale*ToFloat(s0))`: float
+    arithmetic (0.29 * 100 is 28.999...), which no index holds. The value that computes it
+    binds a symbol of its own, `h0`, on the host, and a backward reads it from its gradient's
+    size: forward and backward compile, and match eager."""
+    kw = {"align_corners": False} if mode == "bilinear" else {}
+
+    def fn(x):
+        return torch.nn.functional.interpolate(x, scale_factor=scale, mode=mode, **kw) * 2
+
+    compiled = torch.compile(fn, backend="mind", dynamic=True)
+    with no_fallback():
+        for n in sizes:
+            x = torch.randn(2, 3, n, n, requires_grad=True)
+            out = compiled(x)
+            (grad,) = torch.autograd.grad(out.square().sum(), x)
+            expected = fn(x)
+            (expected_grad,) = torch.autograd.grad(expected.square().sum(), x)
+            torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-4)
+    aten = str(mind.capture(fn, torch.randn(2, 3, 9, 9), stage="aten", dynamic=True))
+    assert "math.trunc(%mul) : sym(h0)" in aten and "TruncToInt" not in aten
+    assert str(mind.parse(aten)) == aten
+
+
 PIPELINE = "lower,realize,inline,schedule,fuse,merge-loops,to-triton"
 
 
