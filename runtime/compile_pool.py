@@ -186,6 +186,8 @@ class Batch:
                 self.here += 1
                 with changed:
                     self.done(index, seconds)
+        if not self.bindings:  # (every kernel of the module had a launch record)
+            return
         log.info(
             "%s: %d kernels, %d compiled here, the others by %d workers%s",
             self.module, len(self.bindings), self.here, len(self.pool.workers), self._slowest(),

@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from pathlib import Path
 
 import torch
+from mind.ir.logs import channel
 from triton import knobs
 
 from .autotune import Tuned
@@ -29,6 +30,8 @@ from .interpreter import run_interpreted
 from .launch import Binding, Launcher, deferred
 from .progress import progress
 
+log = channel("launch")
+#: the modules loaded in this process, by source key
 _MODULES: dict[str, types.ModuleType] = {}
 #: the interpret knob is process-wide: one import at a time flips it
 _KNOB_LOCK = threading.Lock()
@@ -75,7 +78,7 @@ def _import(
             bindings = _execute(module, text, filename, source)
         batch = None
         if not interpret:
-            batch = submit(module_name, text, filename, _unrecorded(bindings, key))
+            batch = submit(module_name, text, filename, _unrecorded(module_name, bindings, key))
         finish = functools.partial(bind_kernels, module, source, batch, interpret)
         if batch is not None and pending is not None:
             pending.append(finish)  # bound at the end of the overlapped block
@@ -90,13 +93,16 @@ def _import(
     return module
 
 
-def _unrecorded(bindings: list[Binding], module_key: str) -> list[Binding]:
+def _unrecorded(module: str, bindings: list[Binding], module_key: str) -> list[Binding]:
     """The bindings left to compile: those with no launch record of an earlier process, which
     bind from it when their module binds (runtime/static_launch.py)."""
     for binding in bindings:
         binding.module_key = module_key
     left = [binding for binding in bindings if not binding.recall()]
-    _count_recorded(len(bindings) - len(left))
+    if len(left) < len(bindings):
+        recorded = len(bindings) - len(left)
+        log.info("%s: %d of %d kernels bind from launch records", module, recorded, len(bindings))
+        _count_recorded(recorded)
     return left
 
 
