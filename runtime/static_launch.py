@@ -64,12 +64,12 @@ def static_launcher(
         return None
     try:
         kernel = read(compiled)
-        kept = record(kernel)  # (before loading: then the kernel holds its cubin, no handle)
+        kept = record(kernel) if keep else None  # (before loading: its cubin, no handle)
         launch = _bound(kernel, device, count)
     except Exception as exc:  # noqa: BLE001  (Triton's launcher is the fallback for any reason)
         log.debug("kernel %s: Triton's launcher (%s)", compiled.name, exc)
         return None
-    if keep is not None and kept is not None:
+    if kept is not None:
         keep(kept)
     return launch
 
