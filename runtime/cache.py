@@ -18,9 +18,9 @@
 A file is trusted only when its content hashes to the key it is stored under (a launch record:
 to the hash it holds): one that does not (truncated, edited, another module under the key) is
 rewritten from the source in hand, or, for a graph or a launch, ignored and compiled again, which
-writes it anew. Files are written atomically (a temporary file in the same
-folder, renamed into place), so a reader never sees half a file. A cache that cannot be written
-is no error: the caller compiles in memory.
+writes it anew. Files are written atomically (a temporary file in the same folder, renamed into
+place), so a reader never sees half a file. A cache that cannot be written is no error: the
+caller compiles in memory.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import torch
 import triton
 from mind.ir.files import cache_dir, write_atomic
 from mind.ir.logs import channel
+from triton._C.libtriton import get_cache_invalidating_env_vars  # what Triton's own key holds
 
 log = channel("cache")
 _KEY = re.compile(r"[0-9a-f]{64}$")
@@ -211,8 +212,8 @@ def launch_key(module_key: str, kernel: str) -> str:
     the kernels call that their module's source does not hold (mind's Triton helpers), the
     environment variables that change Triton's compile, and torch's version (whose launcher
     reads the record)."""
-    return _digest(module_key, kernel, _helpers(), repr(sorted(_triton_env().items())),
-                   torch.__version__)  # fmt: skip
+    environment = repr(sorted(get_cache_invalidating_env_vars().items()))
+    return _digest(module_key, kernel, _helpers(), environment, torch.__version__)
 
 
 @cache
@@ -220,13 +221,6 @@ def _helpers() -> str:
     from . import triton_helpers
 
     return Path(triton_helpers.__file__).read_text()
-
-
-def _triton_env() -> dict[str, str]:
-    """The environment variables Triton's own cache key holds (its compile depends on them)."""
-    from triton.compiler import compiler
-
-    return compiler.get_cache_invalidating_env_vars()
 
 
 def _launch_path(key: str) -> Path:

@@ -424,8 +424,8 @@ def test_a_launch_key_holds_what_the_compiled_kernel_depends_on(monkeypatch):
 
     key = cache.launch_key("module", "kernel")
     assert key != cache.launch_key("module2", "kernel") != cache.launch_key("module", "kernel2")
-    monkeypatch.setattr(cache, "_triton_env", lambda: {"TRITON_DEFAULT_FP_FUSION": "0"})
-    assert cache.launch_key("module", "kernel") != key
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    assert cache.get_cache_invalidating_env_vars() and cache.launch_key("module", "kernel") != key
 
 
 def test_storages_known_to_stay_put_are_forgotten_once_freed():
