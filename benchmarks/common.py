@@ -75,9 +75,7 @@ def write_outputs(
 ) -> None:
     """A driver's settings and rows as JSON at `--json`, its table as Markdown at `--md` (nothing
     without them): rewritten after every row, so a run cut short keeps what it measured."""
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    write_rows(args.json, args, rows)
     if args.md:
         with open(args.md, "w") as f:
             f.write(markdown(rows, args))

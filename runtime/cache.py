@@ -208,19 +208,12 @@ def remember_tuning(key: str, interpret: bool, record: dict) -> None:
 
 def launch_key(module_key: str, kernel: str) -> str:
     """The key of a kernel's launch record: its module (`source_key`: the source, Triton's version,
-    the device), `kernel` (its name and how it is bound: the signature, config and options), what
-    the kernels call that their module's source does not hold (mind's Triton helpers), the
-    environment variables that change Triton's compile, and torch's version (whose launcher
-    reads the record)."""
+    the device), `kernel` (its name and how it is bound: the signature, config and options),
+    mind's own source (the Triton helpers the kernels call, and how a record is written and
+    read: the graph key's fingerprint, computed once), the environment variables that change
+    Triton's compile, and torch's version (whose launcher reads the record)."""
     environment = repr(sorted(get_cache_invalidating_env_vars().items()))
-    return _digest(module_key, kernel, _helpers(), environment, torch.__version__)
-
-
-@cache
-def _helpers() -> str:
-    from . import triton_helpers
-
-    return Path(triton_helpers.__file__).read_text()
+    return _digest(module_key, kernel, mind_fingerprint(), environment, torch.__version__)
 
 
 def _launch_path(key: str) -> Path:

@@ -192,7 +192,7 @@ class Batch:
             "%s: %d kernels, %d compiled here, the others by %d workers%s",
             self.module, len(self.bindings), self.here, len(self.pool.workers), self._slowest(),
         )  # fmt: skip
-        _count(len(self.bindings), self.here)
+        count_kernels(here=self.here, workers=len(self.bindings) - self.here)
 
     def _compiled(self, binding: Binding, done: set[int]) -> bool:
         """Whether `binding` is compiled, or is not the batch's to compile (a launch record's)."""
@@ -224,13 +224,14 @@ def longest_first(bindings: list[Binding]) -> deque[int]:
     return deque(sorted(range(len(bindings)), key=guess, reverse=True))
 
 
-def _count(kernels: int, here: int) -> None:
-    """`counters["mind_compile"]`: kernels compiled in the loading process (`here`) and by the
-    workers, for benchmarks and tests (the models benchmark reports a first call's)."""
+def count_kernels(**kernels: int) -> None:
+    """`counters["mind_compile"]`: kernels compiled in the loading process (`here`), by the
+    workers (`workers`), or bound from launch records (`recorded`, the loader's count), for
+    benchmarks and tests (the models benchmark reports a first call's)."""
     from torch._dynamo.utils import counters
 
-    counters["mind_compile"]["here"] += here
-    counters["mind_compile"]["workers"] += kernels - here
+    for kind, count in kernels.items():
+        counters["mind_compile"][kind] += count
 
 
 class Pool:

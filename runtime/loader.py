@@ -24,7 +24,7 @@ from triton import knobs
 
 from .autotune import Tuned
 from .cache import cached_file, source_key
-from .compile_pool import Batch, exec_source, submit
+from .compile_pool import Batch, count_kernels, exec_source, submit
 from .errors import GeneratedSource, KernelError, wrap_call
 from .interpreter import run_interpreted
 from .launch import Binding, Launcher, deferred
@@ -102,15 +102,8 @@ def _unrecorded(module: str, bindings: list[Binding], module_key: str) -> list[B
     if len(left) < len(bindings):
         recorded = len(bindings) - len(left)
         log.info("%s: %d of %d kernels bind from launch records", module, recorded, len(bindings))
-        _count_recorded(recorded)
+        count_kernels(recorded=recorded)
     return left
-
-
-def _count_recorded(kernels: int) -> None:
-    """`counters["mind_compile"]["recorded"]`: kernels bound from launch records, not compiled."""
-    from torch._dynamo.utils import counters
-
-    counters["mind_compile"]["recorded"] += kernels
 
 
 @contextlib.contextmanager
