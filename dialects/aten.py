@@ -327,9 +327,35 @@ add_collective_ops(ATEN)
 
 
 def import_graph(gm: torch.fx.GraphModule, name: str) -> Operation:
-    """An ATen-level GraphModule (from AOTAutograd) as an `aten.graph` op."""
+    """An ATen-level GraphModule (from AOTAutograd) as an `aten.graph` op, with the `hints` of
+    its size symbols."""
+    hints = traced_hints(gm)
     with host_sizes(_host_values(gm)):
-        return Operation("aten.graph", regions=[Region(_import_block(gm))], symbol=name)
+        block = _import_block(gm)
+    return Operation(
+        "aten.graph",
+        attrs={"hints": hints} if hints else None,
+        regions=[Region(block)],
+        symbol=name,
+    )
+
+
+def traced_hints(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """Each symbol that is a size of one of the graph's input tensors, and the value it had where
+    Dynamo traced the graph (its shape environment's; a data-dependent size has none), by name.
+    Not the other symbols: an index made symbolic may be negative (a size `s0 + s1` with s1 = -4).
+    """
+    hints: dict[str, int] = {}
+    for node in gm.graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for size in val.shape:
+            if isinstance(size, torch.SymInt):
+                expr, known = size.node.expr, size.node.shape_env.var_to_val
+                if expr in known:
+                    hints[expr.name] = int(known[expr])
+    return dict(sorted(hints.items()))
 
 
 def _host_values(gm: torch.fx.GraphModule) -> Iterator[Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import sympy
-from mind.ir.constraints import ANY, INDEX, INT, LAID_OUT, NUMBER, TENSOR, list_of
+from mind.ir.constraints import ANY, INDEX, INT, LAID_OUT, NUMBER, STR, TENSOR, dict_of, list_of
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.opdef import (
     Op,
@@ -26,21 +26,25 @@ from mind.ir.types import TensorType
 
 class Graph(Op):
     """A graph; its entry block's arguments are its inputs, `aligned` those always 16-byte aligned
-    (by position: a model's parameters and buffers, which every call passes aligned)"""
+    (by position: a model's parameters and buffers, which every call passes aligned), `hints`
+    each size symbol's value where the graph was traced (heuristics choose for it:
+    analysis.deps.size_hint; the code is right at every size)"""
 
     body = region()
     aligned = opt_attr(list_of(INT))
+    hints = opt_attr(dict_of(STR, INT))
 
 
 def converted_graph(graph: Graph, name: str, block: Block, symbol: str | None = None) -> Graph:
     """The graph op `name` over `block` that a conversion makes of `graph`: its symbol (unless
-    given), location and what it states of its inputs (`aligned`)."""
+    given), location and what it states of its inputs (`aligned`, `hints`)."""
     return Graph.build(
         name,
         regions=[Region(block)],
         symbol=symbol or graph.symbol,
         loc=graph.loc,
         aligned=graph.aligned,
+        hints=graph.hints,
     )
 
 
@@ -50,6 +54,13 @@ def verify_aligned(op: Graph) -> None:
     for i in op.aligned or ():
         if not 0 <= i < len(args) or not TENSOR(args[i].type):
             raise VerifyError(f"'{op.name}' aligned {i}, which is not a tensor input", op.loc)
+
+
+def verify_hints(op: Graph) -> None:
+    """`hints` are sizes: none negative."""
+    for name, hint in (op.hints or {}).items():
+        if hint < 0:
+            raise VerifyError(f"'{op.name}' hints {name} = {hint}, which is no size", op.loc)
 
 
 class Output(Op):
@@ -223,6 +234,7 @@ def add_graph_ops(
 def _verify_graph(verify: Verifier | None) -> Verifier:
     def check(op: Graph) -> None:
         verify_aligned(op)
+        verify_hints(op)
         if verify is not None:
             verify(op)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TextIO
 
+from mind.analysis.deps import symbol_hints
 from mind.ir.core import Module, Operation, edits
 from mind.ir.diagnostics import Location, MindError, located
 from mind.ir.logs import channel
@@ -118,7 +119,9 @@ class GraphPass(Pass):
                     f"pass '{self.name}' runs on {self.input}.graph ops, not '{graph.name}'",
                     graph.loc,
                 )
-            with located(graph.loc):  # an error about an op no text made: at its graph
+            # an error about an op no text made: at its graph; heuristics size its symbols
+            # as it was traced
+            with located(graph.loc), symbol_hints(graph.attrs.get("hints")):
                 new = self.run_graph(graph)
             out += [graph] if new is None else new if isinstance(new, list) else [new]
         if all(a is b for a, b in zip(out, module.ops)) and len(out) == len(module.ops):

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from mind.analysis.deps import reads
+from mind.analysis.deps import reads, symbol_hints
 from mind.analysis.phases import writes_over
 from mind.analysis.views import alias_of, bases, memory_of
 from mind.codegen import KernelPlan, plan_node
@@ -156,7 +156,8 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
         single = len(module.ops) == 1
         for graph in module.ops:
             name = "call" if single else f"call_{python_name(graph.symbol)}"
-            wrappers.append(_WrapperBuilder(self, graph, kernels).build(name))
+            with symbol_hints(graph.attrs.get("hints")):  # configs for the sizes traced
+                wrappers.append(_WrapperBuilder(self, graph, kernels).build(name))
         return Module([*_deduplicated(kernels, wrappers), *wrappers])
 
 
