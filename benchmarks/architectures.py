@@ -231,7 +231,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _in_process(args: argparse.Namespace) -> Callable[[tuple[str, str]], dict]:
+def _in_fresh_process(args: argparse.Namespace) -> Callable[[tuple[str, str]], dict]:
     """Runs a row in a fresh process, at most `--timeout` seconds."""
 
     def run(item: tuple[str, str]) -> dict:
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     todo = [(name, mode) for name in args.only for mode in args.modes]
     rows: list[dict] = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for row in pool.map(_in_process(args), todo):
+        for row in pool.map(_in_fresh_process(args), todo):
             rows.append(row)
             print(f"{row['arch']} {row['mode']}: {row['status']}", file=sys.stderr, flush=True)
             write_outputs(rows, args, markdown)
