@@ -26,7 +26,9 @@ needs_transformers = pytest.mark.skipif(
 
 @needs_transformers
 def test_a_training_step_of_a_catalog_model_passes_under_mind():
-    row = architectures.run_row("llama", "train", "cpu", "fp32")
+    """BERT's pooler, which the loss does not reach, has no gradient in eager and zeros under
+    AOTAutograd: those are not a mismatch."""
+    row = architectures.run_row("bert", "train", "cpu", "fp32")
     assert row["status"] == "pass", row
     assert 0 < row["ratio"] <= MULTIPLIER and row["seconds"] > 0
 
