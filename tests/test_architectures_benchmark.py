@@ -18,6 +18,12 @@ from test_models_benchmark import scaled_backend  # noqa: E402
 from benchmarks import architectures  # noqa: E402
 from benchmarks.model_row import MULTIPLIER  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def isolated(isolated_runtime):
+    """Private caches: each row compiles."""
+
+
 needs_transformers = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None,
     reason="transformers is not installed (the bench extra)",
