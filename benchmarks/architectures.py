@@ -9,11 +9,12 @@ Modes: `infer` (no grad), `train` (one step: forward, `model_row.loss`, backward
 (inference at one size, then at another: Dynamo recompiles with the sizes symbolic, as it does
 for a user whose batch or sequence length changes). Each row runs in a fresh process (an error,
 hang or crash ends that row only) and reports: pass, mismatch (the check), fallback (mind ran a
-graph eagerly: the reason), error (compiled code raised), eager (the model does not run eagerly
-here: skipped) or timeout. The check is the model benchmark's: the compiled step's RMS error
-against an fp64 run of the same weights and inputs is at most `model_row.MULTIPLIER` times
-eager's, per tensor (output and each gradient). Lives in benchmarks/ beside benchmarks/opinfo.py,
-the same sweep over single operators: it measures coverage, it is not a test.
+graph eagerly: the reason), error (compiled code raised), eager (the model, or its fp64
+reference, does not run here: skipped) or timeout. The check is the model benchmark's: the
+compiled step's RMS error against an fp64 run of the same weights and inputs is at most
+`model_row.MULTIPLIER` times eager's, per tensor (output and each gradient). Lives in
+benchmarks/ beside benchmarks/opinfo.py, the same sweep over single operators: it measures
+coverage, it is not a test.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def run_row(
             sizes.append(build(arch, device, DTYPES[dtype], resized=True)[1])
         module.train(task.mode == "train")
         wanted = [_wanted(task, module, x) for x in sizes]
-    except Exception as exc:  # noqa: BLE001  (the model itself does not run here: skipped)
+    except Exception as exc:  # noqa: BLE001  (the model or its reference does not run: skipped)
         return {**row, "status": "eager", "why": describe(exc)}
     fallbacks: list[str] = []
     fn = torch.compile(module, backend=backend)
@@ -294,10 +295,14 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(run_row(*args.row, args.device, args.dtype)), flush=True)
         return
     todo = [(name, mode) for name in args.only for mode in args.modes]
+    run = _in_fresh_process(args)
     rows: list[dict] = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for row in pool.map(_in_fresh_process(args), todo):
-            rows.append(row)
+        # each row written as it ends, in the catalog's order: a run cut short keeps them all
+        futures = [pool.submit(run, item) for item in todo]
+        for done in concurrent.futures.as_completed(futures):
+            row = done.result()
+            rows = sorted([*rows, row], key=lambda r: todo.index((r["arch"], r["mode"])))
             print(f"{row['arch']} {row['mode']}: {row['status']}", file=sys.stderr, flush=True)
             write_outputs(rows, args, markdown)
     print(markdown(rows, args))
