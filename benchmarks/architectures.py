@@ -116,24 +116,27 @@ CATALOG: dict[str, Arch] = {
 }  # fmt: skip
 
 
-def build(arch: Arch, device: str, dtype: torch.dtype, resized: bool = False):
-    """(module, inputs) on `device`, from one seed; `resized`: `resize`'s second inputs."""
+def build(arch: Arch, device: str, dtype: torch.dtype) -> nn.Module:
+    """The model on `device`, from one seed, dropout off (a training step is deterministic)."""
     torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(1)
-    if arch.library == "transformers":
-        module, inputs = _text_model(arch, gen, TOKENS[device][resized])
-    else:
-        module = _vision_model(arch)
-        side = (arch.image or IMAGE[device]) + RESIZE * resized
-        inputs = (torch.randn(3 if resized else 2, 3, side, side, generator=gen),)
-    for m in module.modules():  # dropout off, so that a training step is deterministic
+    module = _text_model(arch) if arch.library == "transformers" else _vision_model(arch)
+    for m in module.modules():
         if any(word in type(m).__name__ for word in ("Drop", "Stochastic")):
             for attr in ("p", "drop_prob"):
                 if isinstance(getattr(m, attr, None), float):
                     setattr(m, attr, 0.0)
-    module = module.to(device=device, dtype=dtype)
-    moved = tuple(t.to(device, dtype if t.is_floating_point() else t.dtype) for t in inputs)
-    return module, moved
+    return module.to(device=device, dtype=dtype)
+
+
+def inputs(arch: Arch, device: str, dtype: torch.dtype, resized: bool = False) -> tuple:
+    """The model's inputs on `device`, from one seed; `resized`: `resize`'s second ones."""
+    gen = torch.Generator().manual_seed(1)
+    if arch.library == "transformers":
+        ids = torch.randint(0, TEXT["vocab_size"], TOKENS[device][resized], generator=gen)
+        return (ids.to(device),)
+    side = (arch.image or IMAGE[device]) + RESIZE * resized
+    images = torch.randn(3 if resized else 2, 3, side, side, generator=gen)
+    return (images.to(device, dtype),)
 
 
 class _EncoderDecoder(nn.Module):
@@ -147,7 +150,7 @@ class _EncoderDecoder(nn.Module):
         return self.model(input_ids=ids, decoder_input_ids=ids[:, : ids.shape[1] // 2])
 
 
-def _text_model(arch: Arch, gen: torch.Generator, shape: tuple[int, int]):
+def _text_model(arch: Arch) -> nn.Module:
     import transformers
 
     config = transformers.AutoConfig.for_model(arch.name, **{**TEXT, **arch.config})
@@ -156,9 +159,7 @@ def _text_model(arch: Arch, gen: torch.Generator, shape: tuple[int, int]):
             if isinstance(value, float):
                 setattr(config, name, 0.0)
     model = transformers.AutoModel.from_config(config)
-    if config.is_encoder_decoder:
-        model = _EncoderDecoder(model)
-    return model, (torch.randint(0, TEXT["vocab_size"], shape, generator=gen),)
+    return _EncoderDecoder(model) if config.is_encoder_decoder else model
 
 
 def _vision_model(arch: Arch) -> nn.Module:
@@ -174,6 +175,10 @@ def _vision_model(arch: Arch) -> nn.Module:
     return torchvision.models.get_model(arch.name, weights=None, num_classes=10, **extra)
 
 
+#: which of `inputs` a mode runs: `resize` both
+_SIZES = {"infer": (False,), "train": (False,), "resize": (False, True)}
+
+
 def run_row(
     name: str, mode: str, device: str, dtype: str, backend: str | Callable = "mind"
 ) -> dict[str, object]:
@@ -184,10 +189,8 @@ def run_row(
     arch = CATALOG[name]
     task = Task(name, dtype, "train" if mode == "train" else "infer", "mind", device, True)
     try:
-        module, inputs = build(arch, device, DTYPES[dtype])
-        sizes = [inputs]
-        if mode == "resize":
-            sizes.append(build(arch, device, DTYPES[dtype], resized=True)[1])
+        module = build(arch, device, DTYPES[dtype])
+        sizes = [inputs(arch, device, DTYPES[dtype], resized) for resized in _SIZES[mode]]
         module.train(task.mode == "train")
         wanted = [_wanted(task, module, x) for x in sizes]
     except Exception as exc:  # noqa: BLE001  (the model or its reference does not run: skipped)
