@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from functools import lru_cache
 
 import sympy
@@ -76,36 +74,6 @@ def product(sizes: list[IntLike]) -> IntLike:
     if all(isinstance(s, int) for s in sizes):
         return math.prod(sizes)
     return as_int_like(sympy.Mul(*sizes))
-
-
-#: what a size symbol counts as when a heuristic needs a number and its graph gives it no hint
-#: (Inductor's default size hint)
-SIZE_HINT = 8192
-#: the hints in force (`symbol_hints`): each symbol's size where its graph was traced
-_HINTS: ContextVar[dict[str, int] | None] = ContextVar("mind_size_hints", default=None)
-
-
-@contextmanager
-def symbol_hints(hints: dict[str, int] | None) -> Iterator[None]:
-    """Inside, `size_hint` counts each symbol of `hints` at its hint (a graph's `hints`)."""
-    token = _HINTS.set(hints)
-    try:
-        yield
-    finally:
-        _HINTS.reset(token)
-
-
-def size_hint(size: IntLike) -> int:
-    """`size` with each symbol at its hint (`symbol_hints`), or SIZE_HINT without one: for
-    estimating bytes and choosing configs, never for what must hold at every size. As Inductor
-    does, a graph traced with sizes symbolic chooses its kernels' configs for the sizes it was
-    traced at: a softmax over rows of 96 keys, compiled once a second sequence length made
-    them symbolic, gets blocks for 96, not for 8192 (a block 20 times the row)."""
-    if isinstance(size, int):
-        return size
-    size = sympy.sympify(size)
-    hints = _HINTS.get() or {}
-    return int(size.subs({s: hints.get(s.name, SIZE_HINT) for s in size.free_symbols}))
 
 
 # -- MemoryDeps --------------------------------------------------------------------------------

@@ -28,9 +28,9 @@ import sympy
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir.core import Value
-from mind.ir.symbols import IntLike, as_int_like
+from mind.ir.symbols import IntLike, as_int_like, size_hint
 
-from .deps import equal, index_ops, product, size_hint
+from .deps import equal, index_ops, product
 from .iteration import Join, Reorder, coarsen
 from .loops import (
     EXPR_CACHE_SIZE,

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node
 from mind.dialects.triton import ProgramRange
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
+from mind.ir.symbols import size_hint
 from mind.ir.types import TensorType
 
 from .heuristics import cdiv, pointwise_config

@@ -1,7 +1,7 @@
 """Launch configurations for generated kernels: block sizes, warps and stages from the sizes
 alone, the way Inductor's triton_heuristics pick the first config (max-autotune's candidates,
 below, are timed against it).
-Symbolic sizes choose with a size hint (analysis.deps.size_hint: the size each symbol had where the
+Symbolic sizes choose with a size hint (mind.ir.symbols.size_hint: the size each symbol had where the
 graph was traced, its `hints`, else SIZE_HINT), as Inductor does.
 
 - pointwise: XBLOCK up to 1024, a warp per 256 elements, at least 4 warps past 128 elements;

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import sympy
 from mind.analysis.coalescing import is_inner
-from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction, Scan
 from mind.dialects.triton import For, Yield, block_dim
 from mind.ir.core import Block, Region, Value
-from mind.ir.symbols import sym
+from mind.ir.symbols import size_hint, sym
 from mind.ir.types import ScalarType
 
 from .accumulators import accumulator

@@ -9,8 +9,8 @@ that needs it."""
 from __future__ import annotations
 
 from mind.analysis.coalescing import is_inner
-from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node, Reduction
+from mind.ir.symbols import size_hint
 
 from .accumulators import accumulator
 from .heuristics import (

@@ -3,8 +3,8 @@ for transposed accesses, see tiling.py)."""
 
 from __future__ import annotations
 
-from mind.analysis.deps import size_hint
 from mind.dialects.scheduled import Node
+from mind.ir.symbols import size_hint
 
 from .heuristics import pointwise_candidates
 from .kernel import KernelBuilder, Scope

@@ -23,14 +23,14 @@ from math import prod
 
 import sympy
 from mind.analysis.coalescing import is_inner, moves_along, unit_stride
-from mind.analysis.deps import index_ops, size_hint
+from mind.analysis.deps import index_ops
 from mind.analysis.loops import pvar, pvars
 from mind.dialects.loops import Load
 from mind.dialects.scheduled import Node, Store
 from mind.ir import dtypes as dt
 from mind.ir.core import Operation
 from mind.ir.dtypes import DType
-from mind.ir.symbols import IntLike, as_int_like, sym
+from mind.ir.symbols import IntLike, as_int_like, size_hint, sym
 from mind.ir.types import TensorType
 
 from .heuristics import LaunchConfig, pointwise_config

@@ -28,7 +28,7 @@ class Graph(Op):
     """A graph; its entry block's arguments are its inputs, `aligned` those always 16-byte aligned
     (by position: a model's parameters and buffers, which every call passes aligned), `hints`
     each size symbol's value where the graph was traced (heuristics choose for it:
-    analysis.deps.size_hint; the code is right at every size)"""
+    mind.ir.symbols.size_hint; the code is right at every size)"""
 
     body = region()
     aligned = opt_attr(list_of(INT))

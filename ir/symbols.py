@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 
 import sympy
@@ -68,3 +71,33 @@ def is_integral(expr: sympy.Expr) -> bool:
     if isinstance(expr, sympy.Pow):
         return bool(expr.exp.is_Integer and expr.exp >= 0) and is_integral(expr.base)
     return all(is_integral(a) for a in expr.args)
+
+
+#: what a size symbol counts as when a heuristic needs a number and its graph gives it no hint
+#: (Inductor's default size hint)
+SIZE_HINT = 8192
+#: the hints in force (`symbol_hints`): each symbol's size where its graph was traced
+_HINTS: ContextVar[dict[str, int] | None] = ContextVar("mind_size_hints", default=None)
+
+
+@contextmanager
+def symbol_hints(hints: dict[str, int] | None) -> Iterator[None]:
+    """Inside, `size_hint` counts each symbol of `hints` at its hint (a graph's `hints`)."""
+    token = _HINTS.set(hints)
+    try:
+        yield
+    finally:
+        _HINTS.reset(token)
+
+
+def size_hint(size: IntLike) -> int:
+    """`size` with each symbol at its hint (`symbol_hints`), or SIZE_HINT without one: for
+    estimating bytes and choosing configs, never for what must hold at every size. As Inductor
+    does, a graph traced with sizes symbolic chooses its kernels' configs for the sizes it was
+    traced at: a softmax over rows of 96 keys, compiled once a second sequence length made
+    them symbolic, gets blocks for 96, not for 8192 (a block 20 times the row)."""
+    if isinstance(size, int):
+        return size
+    size = sympy.sympify(size)
+    hints = _HINTS.get() or {}
+    return int(size.subs({s: hints.get(s.name, SIZE_HINT) for s in size.free_symbols}))

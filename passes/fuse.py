@@ -30,7 +30,7 @@ import itertools
 import logging
 from dataclasses import dataclass
 
-from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps, size_hint
+from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_node_deps
 from mind.analysis.iteration import Join, Reorder, join, keeping
 from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import pvar, simplify_with_ranges, substitute
@@ -40,7 +40,7 @@ from mind.dialects.scheduled import Node, Store, overwritten_inputs
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Diagnostic, emit, handled
 from mind.ir.logs import channel
-from mind.ir.symbols import IntLike
+from mind.ir.symbols import IntLike, size_hint
 from mind.ir.types import TensorType
 
 from .manager import GraphPass, option

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TextIO
 
-from mind.analysis.deps import symbol_hints
 from mind.ir.core import Module, Operation, edits
 from mind.ir.diagnostics import Location, MindError, located
 from mind.ir.logs import channel
+from mind.ir.symbols import symbol_hints
 from mind.ir.verifier import verify
 
 log = channel("passes")

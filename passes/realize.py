@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from mind.analysis.deps import product, size_hint
+from mind.analysis.deps import product
 from mind.analysis.layouts import read_strides
 from mind.analysis.loops import (
     base_of,
@@ -56,7 +56,7 @@ from mind.dialects.loops import (
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.ir.core import Block, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
-from mind.ir.symbols import IntLike
+from mind.ir.symbols import IntLike, size_hint
 from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
 from .manager import GraphPass, option

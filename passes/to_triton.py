@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from mind.analysis.deps import reads, symbol_hints
+from mind.analysis.deps import reads
 from mind.analysis.phases import writes_over
 from mind.analysis.views import alias_of, bases, memory_of
 from mind.codegen import KernelPlan, plan_node
@@ -51,6 +51,7 @@ from mind.dialects.triton import Free, Launch
 from mind.ir.attributes import body_key
 from mind.ir.core import Block, Module, Operation, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
+from mind.ir.symbols import symbol_hints
 from mind.ir.types import TensorType
 
 from .manager import Pass, option
