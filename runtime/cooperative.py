@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from mind.ir.logs import channel
@@ -50,21 +50,23 @@ class Cooperation:
     splits: int
     partials: int
 
-    def launcher(self, launch: Callable, compiled, device: torch.device, name: str) -> Callable:
+    def launcher(self, launch: Callable, kernel, device: torch.device, name: str) -> Callable:
         """`launch` with the grid's groups capped at what is resident at once, and the
-        workspace, semaphores and group count passed after the wrapper's arguments."""
+        workspace, semaphores and group count passed after the wrapper's arguments. `kernel`:
+        Triton's compiled kernel, or torch's launcher's object of it (`resources`)."""
         with torch.cuda.device(device):
             props = torch.cuda.get_device_properties(device)
-        return self._with_workspace(launch, self.groups(compiled, props, name), device)
+        return self._with_workspace(launch, self.groups(resources(kernel), props, name), device)
 
-    def groups(self, compiled, props, name: str) -> int:
-        """How many groups of `compiled`'s programs the GPU `props` describes holds at once."""
-        per_sm = blocks_per_sm(compiled, props)
+    def groups(self, used: Resources, props, name: str) -> int:
+        """How many groups of programs that each use `used` the GPU `props` describes holds at
+        once."""
+        per_sm = blocks_per_sm(used, props)
         resident = props.multi_processor_count * per_sm
         groups = resident // self.splits
         log.debug(
             "kernel %s: cooperative, %d programs an SM (%d registers), groups of %d: %d groups",
-            name, per_sm, compiled.n_regs, self.splits, groups,
+            name, per_sm, used.registers, self.splits, groups,
         )  # fmt: skip
         if groups < 1:
             raise KernelError(
@@ -102,15 +104,34 @@ class Cooperation:
         return workspace, torch.zeros(groups, dtype=torch.int32, device=device)
 
 
-def blocks_per_sm(compiled, props) -> int:
-    """How many programs of `compiled` an SM holds at once, by threads, registers and shared
-    memory (CUDA's occupancy rules, registers rounded up to whole allocation units a warp)."""
-    if hasattr(compiled, "_init_handles"):
-        compiled._init_handles()  # Triton loads the binary, and learns its registers, lazily
-    warps = compiled.metadata.num_warps
-    per_warp = -(-max(compiled.n_regs, 1) * 32 // REGISTER_UNIT) * REGISTER_UNIT
-    by_threads = props.max_threads_per_multi_processor // (32 * warps)
-    by_registers = props.regs_per_multiprocessor // (per_warp * warps)
-    shared = compiled.metadata.shared + RESERVED_SHARED
-    by_shared = props.shared_memory_per_multiprocessor // shared
+class Resources(NamedTuple):
+    """What one program of a kernel holds on an SM."""
+
+    warps: int
+    #: registers a thread
+    registers: int
+    #: bytes of shared memory
+    shared: int
+
+
+def resources(kernel) -> Resources:
+    """What a program of `kernel` holds: Triton's compiled kernel (which loads its binary, and
+    learns its registers, lazily), or torch's launcher's object of one, loaded (what a launch
+    record restores: no Triton compiled kernel exists in that process)."""
+    metadata = getattr(kernel, "metadata", None)
+    if metadata is None:
+        return Resources(kernel.num_warps, kernel.n_regs, kernel.shared)
+    if hasattr(kernel, "_init_handles"):
+        kernel._init_handles()
+    return Resources(metadata.num_warps, kernel.n_regs, metadata.shared)
+
+
+def blocks_per_sm(used: Resources, props) -> int:
+    """How many programs that each use `used` an SM holds at once, by threads, registers and
+    shared memory (CUDA's occupancy rules, registers rounded up to whole allocation units a
+    warp)."""
+    per_warp = -(-max(used.registers, 1) * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    by_threads = props.max_threads_per_multi_processor // (32 * used.warps)
+    by_registers = props.regs_per_multiprocessor // (per_warp * used.warps)
+    by_shared = props.shared_memory_per_multiprocessor // (used.shared + RESERVED_SHARED)
     return min(by_threads, by_registers, by_shared, MAX_BLOCKS_PER_SM)

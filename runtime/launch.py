@@ -125,8 +125,8 @@ class Binding:
     @property
     def record_key(self) -> str | None:
         """The key of its launch record: where its module is cached, and it launches through
-        torch's launcher (a cooperative kernel sizes its grid from Triton's compiled kernel)."""
-        if self.module_key is None or self.cooperation is not None or not static_launch_enabled():
+        torch's launcher."""
+        if self.module_key is None or not static_launch_enabled():
             return None
         return launch_key(self.module_key, repr(self.spec()))
 
@@ -142,14 +142,7 @@ class Binding:
             log.debug("kernel %s: Triton's interpreter", self.name)
             launch = _jit_launcher(self.kernel, self.options)
             return self.cooperation.interpreted(launch) if self.cooperation else launch
-        launch = self._recorded()
-        if launch is not None:
-            return launch
-        compiled = self.compile()
-        launch = self._bound(compiled)
-        if self.cooperation is None:
-            return launch
-        return self.cooperation.launcher(launch, compiled, self.device, self.name)
+        return self._recorded() or self._bound(self.compile())
 
     def _recorded(self) -> Launcher | None:
         """Its launcher from its launch record, where `recall` found one that binds."""
@@ -160,17 +153,24 @@ class Binding:
         if launch is None:
             return None
         log.debug("kernel %s: bound from its launch record", self.name)
-        return self._checked(launch)
+        return self._sized(self._checked(launch), launch.kernel)
 
     def _bound(self, compiled) -> Launcher:
         if _hooked():  # a profiler listens to launches: Triton's own path tells it about each
             log.info("kernel %s: Triton's launch path (a profiler hooks launches)", self.name)
-            return _jit_launcher(self.kernel, self.options)
+            return self._sized(_jit_launcher(self.kernel, self.options), compiled)
         key = self.record_key
         keep = None if key is None else functools.partial(remember_launch, key)
         launch = static_launcher(compiled, self.device, len(self.signature), keep)
         launch = launch or _triton_launcher(compiled, self.device, tuple(self.constexprs.values()))
-        return self._checked(launch)
+        return self._sized(self._checked(launch), compiled)
+
+    def _sized(self, launch: Launcher, kernel) -> Launcher:
+        """`launch`, for a cooperative kernel with its grid sized from what `kernel` (Triton's
+        compiled kernel, or torch's launcher's object of it) holds on an SM."""
+        if self.cooperation is None:
+            return launch
+        return self.cooperation.launcher(launch, kernel, self.device, self.name)
 
     def _checked(self, launch: Launcher) -> Launcher:
         """`launch`, checking the alignment of the pointers at `checked` first: a misaligned one

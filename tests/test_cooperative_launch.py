@@ -1,10 +1,12 @@
 """A cooperative kernel's launcher (runtime/cooperative.py), without a GPU: the groups it sizes
-from a compiled kernel's occupancy, its refusal when a group cannot be resident, the
+from a kernel's occupancy (Triton's compiled kernel, or torch's launcher's object of it, as a
+launch record restores), its refusal when a group cannot be resident, the
 interpreter's case, and the workspace layout the kernel indexes within what the launcher
 allocates. The kernels' numbers are checked on a GPU (test_gpu_kernels.py)."""
 
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +15,7 @@ import torch
 from mind.ir.symbols import sym
 from mind.parser import parse
 from mind.passes import run_pipeline
-from mind.runtime.cooperative import Cooperation, blocks_per_sm
+from mind.runtime.cooperative import Cooperation, Resources, blocks_per_sm, resources
 from mind.runtime.errors import KernelError
 from test_triton_codegen import softmax_body
 
@@ -28,7 +30,18 @@ H100 = SimpleNamespace(
 
 
 def compiled(regs: int, warps: int, shared: int = 0):
+    """Triton's compiled kernel, as far as occupancy goes (its binary loaded)."""
     return SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(num_warps=warps, shared=shared))
+
+
+def torchs(regs: int, warps: int, shared: int = 0):
+    """torch's launcher's object of a compiled kernel, loaded: what a launch record restores."""
+    return SimpleNamespace(n_regs=regs, num_warps=warps, shared=shared, cubin_raw=None)
+
+
+def test_both_kernel_objects_give_the_same_resources():
+    assert resources(compiled(93, 4, 512)) == resources(torchs(93, 4, 512)) == (4, 93, 512)
+    assert resources(torchs(93, 4, 512)) == Resources(warps=4, registers=93, shared=512)
 
 
 @pytest.mark.parametrize(
@@ -42,14 +55,41 @@ def compiled(regs: int, warps: int, shared: int = 0):
     ],
 )
 def test_programs_an_sm_follow_cudas_occupancy_rules(regs, warps, shared, expected):
-    assert blocks_per_sm(compiled(regs, warps, shared), H100) == expected
+    assert blocks_per_sm(Resources(warps, regs, shared), H100) == expected
 
 
 def test_groups_fit_the_gpu_and_a_group_too_large_is_refused():
-    assert Cooperation(splits=16, partials=2).groups(compiled(64, 4), H100, "k") == 66
+    assert Cooperation(splits=16, partials=2).groups(Resources(4, 64, 0), H100, "k") == 66
     small = SimpleNamespace(**{**vars(H100), "multi_processor_count": 2})
     with pytest.raises(KernelError, match=r"its 32 cooperating programs cannot all be resident"):
-        Cooperation(splits=32, partials=2).groups(compiled(64, 4), small, "k")
+        Cooperation(splits=32, partials=2).groups(Resources(4, 64, 0), small, "k")
+
+
+def test_a_kernel_bound_from_its_launch_record_sizes_its_groups_from_it(monkeypatch):
+    """A process that binds a cooperative kernel from its launch record has no Triton compiled
+    kernel: its groups come from torch's launcher's object of it, as loaded (128 registers a
+    thread: 4 programs an SM, 528 on an H100, 33 groups of 16)."""
+    from mind.runtime import launch
+
+    calls = []
+
+    def recorded(name, kept, device, count):
+        bound = lambda *args: calls.append(args)  # noqa: E731
+        bound.kernel = torchs(128, 4)
+        return bound
+
+    monkeypatch.setattr(launch, "recorded_launcher", recorded)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: H100)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(Cooperation, "_space", lambda self, groups, device: ("ws", "sem"))
+    binding = launch.Binding(
+        SimpleNamespace(__name__="k"), torch.device("cuda", 0), (torch.float32, 3, torch.float32, torch.int32, 1),
+        (), {}, {}, Cooperation(splits=16, partials=2), module_key="m",
+    )  # fmt: skip
+    assert binding.record_key is not None
+    binding.kept = {"state": {}, "cubin": ""}
+    binding.launcher()(16, 1000, 1, 0, "x", 3)
+    assert calls == [(16, 33, 1, 0, "x", 3, "ws", "sem", 33)]
 
 
 def test_the_interpreter_runs_groups_of_one_program_only():

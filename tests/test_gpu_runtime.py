@@ -65,18 +65,32 @@ def test_launches_skip_triton_dispatch_after_load(monkeypatch):
     assert calls == []
 
 
-def test_a_new_process_binds_its_kernels_from_their_launch_records(tmp_path, monkeypatch):
+def long_softmax(x):
+    """Rows of 256 KiB: a cooperative kernel, whose grid is sized from its binary."""
+    return torch.softmax(x * 2, -1)
+
+
+@pytest.mark.parametrize(
+    "fn, shapes, kernel",
+    [
+        (gelu_norm, [(64, 256), (256, 256)], "triton_per_"),
+        (long_softmax, [(1024, 65536)], "triton_coop_"),
+    ],
+)
+def test_a_new_process_binds_its_kernels_from_their_launch_records(
+    fn, shapes, kernel, tmp_path, monkeypatch
+):
     """A second process (the loader's modules and Dynamo reset, the caches on disk kept) binds
     every kernel from the launch record the first process left: Triton's JIT runs for none
     (no specialization, key or cache lookup) and the numbers are eager's. A record damaged in
     between is not bound from: its kernel compiles, and its record is written again."""
     from mind.runtime import loader
 
-    x, w = torch.randn(64, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    args = [torch.randn(*shape, device="cuda") for shape in shapes]
     with no_fallback():
-        torch.compile(gelu_norm, backend="mind")(x, w)
+        torch.compile(fn, backend="mind")(*args)
     records = sorted((tmp_path / "cache" / "launches").rglob("*.json"))
-    assert records
+    assert any(f'"name": "{kernel}' in record.read_text() for record in records)
     calls, run = [], JITFunction.run
     monkeypatch.setattr(
         JITFunction, "run", lambda self, *a, **k: calls.append(self) or run(self, *a, **k)
@@ -87,8 +101,8 @@ def test_a_new_process_binds_its_kernels_from_their_launch_records(tmp_path, mon
         torch._dynamo.reset()
         counters.clear()
         with no_fallback():
-            out = torch.compile(gelu_norm, backend="mind")(x, w)
-        torch.testing.assert_close(out, gelu_norm(x, w), rtol=1e-4, atol=1e-4)
+            out = torch.compile(fn, backend="mind")(*args)
+        torch.testing.assert_close(out, fn(*args), rtol=1e-4, atol=1e-4)
 
     new_process()
     assert calls == [] and counters["mind_compile"]["recorded"] == len(records)
