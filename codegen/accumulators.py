@@ -67,6 +67,47 @@ def reduce_block(
     return b.emit(scope, name, [*values, 1], dtype, shape, {"reduction_type": kind.name})
 
 
+class Blocks:
+    """The two-result kinds' merges' arithmetic (dialects/reductions.py `Arith`) on kernel
+    blocks of one dtype; `sum` and `max` reduce along r."""
+
+    def __init__(self, b: KernelBuilder, scope: Scope, dtype: dt.DType):
+        self.b, self.scope, self.dtype = b, scope, dtype
+
+    def sum(self, x: Value) -> Value:
+        return reduce_block(self.b, self.scope, [x], REDUCTIONS["sum"], self.dtype)
+
+    def max(self, x: Value) -> Value:
+        return reduce_block(self.b, self.scope, [x], REDUCTIONS["max"], self.dtype)
+
+    def constant(self, value: float) -> Value:
+        return self.b.full(self.scope, value, self.dtype, (1,) * len(self.b.tiling.full_shape))
+
+    def _op(self, name: str, args: list[Value], dtype: dt.DType | None = None) -> Value:
+        return self.b.emit_op(self.scope, name, args, dtype or self.dtype)
+
+    def add(self, a: Value, b: Value) -> Value:
+        return self._op("add", [a, b])
+
+    def sub(self, a: Value, b: Value) -> Value:
+        return self._op("sub", [a, b])
+
+    def mul(self, a: Value, b: Value) -> Value:
+        return self._op("mul", [a, b])
+
+    def truediv(self, a: Value, b: Value) -> Value:
+        return self._op("truediv", [a, b])
+
+    def exp(self, x: Value) -> Value:
+        return self._op("exp", [x])
+
+    def eq(self, a: Value, b: Value) -> Value:
+        return self._op("eq", [a, b], dt.b8)
+
+    def where(self, condition: Value, a: Value, b: Value) -> Value:
+        return self._op("where", [condition, a, b])
+
+
 class Fold(Accumulator):
     """Plain and logical kinds: fold values with the kind's combine op (logical ones in b8)."""
 

@@ -9,20 +9,21 @@ running sum s, rescaled whenever the max grows:
 
     m_new = maximum(m, x);  s = where(m_new == -inf, 0, s * exp(m - m_new) + exp(x - m_new))
 
-and after the loop the lanes combine: M = max(m, axis); S = sum(where(m == -inf, 0,
-s * exp(m - M)), axis). A lane that has seen only -inf (masked lanes, whose x is -inf, or -inf
-inputs) holds s = 0, which keeps exp(-inf - -inf) = nan out of the sum; an all -inf row gets
-M = -inf, and the normalizing loop's exp(x - M) gives eager's nan.
+and after the loop the lanes combine by the kind's merge (dialects/reductions.py
+`online_softmax_merge`): M = max(m, axis); S = sum(where(m == -inf, 0, s * exp(m - M)), axis).
+A lane that has seen only -inf (masked lanes, whose x is -inf, or -inf inputs) holds s = 0, which
+keeps exp(-inf - -inf) = nan out of the sum; an all -inf row gets M = -inf, and the normalizing
+loop's exp(x - M) gives eager's nan.
 """
 
 from __future__ import annotations
 
-from mind.dialects.reductions import REDUCTIONS
+from mind.dialects.reductions import REDUCTIONS, online_softmax_merge
 from mind.dialects.triton import dtype_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
 
-from .accumulators import ACCUMULATORS, Accumulator, keep_masked, reduce_block
+from .accumulators import ACCUMULATORS, Accumulator, Blocks, keep_masked, reduce_block
 from .kernel import KernelBuilder, Scope
 
 MAX, SUM = REDUCTIONS["max"], REDUCTIONS["sum"]
@@ -66,13 +67,7 @@ class OnlineSoftmax(Accumulator):
 
     def finish(self, b, scope, op, out):
         m, s = out
-        dtype = dtype_of(s)
-        row_max = reduce_block(b, scope, [m], MAX, dtype)
-        ninf, zero = _constants(b, scope, dtype)
-        scale = _exp_sub(b, scope, m, row_max)
-        empty = b.emit_op(scope, "eq", [m, ninf], dt.b8)
-        lanes = b.emit_op(scope, "where", [empty, zero, b.emit_op(scope, "mul", [s, scale], dtype)], dtype)  # fmt: skip
-        return [row_max, reduce_block(b, scope, [lanes], SUM, dtype)]
+        return list(online_softmax_merge(Blocks(b, scope, dtype_of(s)), m, s))
 
 
 def _constants(b: KernelBuilder, scope: Scope, dtype: dt.DType) -> tuple[Value, Value]:

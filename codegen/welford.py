@@ -16,40 +16,13 @@ dialects/reductions.py): lanes that saw nothing have count 0 and add nothing.
 
 from __future__ import annotations
 
-from mind.dialects.reductions import REDUCTIONS, welford_merge
+from mind.dialects.reductions import welford_merge
 from mind.dialects.triton import dtype_of, shape_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
 
-from .accumulators import ACCUMULATORS, Accumulator, keep_masked, reduce_block
+from .accumulators import ACCUMULATORS, Accumulator, Blocks, keep_masked
 from .kernel import KernelBuilder, Scope
-
-SUM = REDUCTIONS["sum"]
-
-
-class Blocks:
-    """`welford_merge`'s arithmetic on kernel blocks of one dtype; `sum` reduces along r."""
-
-    def __init__(self, b: KernelBuilder, scope: Scope, dtype: dt.DType):
-        self.b, self.scope, self.dtype = b, scope, dtype
-
-    def sum(self, x: Value) -> Value:
-        return reduce_block(self.b, self.scope, [x], SUM, self.dtype)
-
-    def _op(self, name: str, a: Value, b: Value) -> Value:
-        return self.b.emit_op(self.scope, name, [a, b], self.dtype)
-
-    def add(self, a: Value, b: Value) -> Value:
-        return self._op("add", a, b)
-
-    def sub(self, a: Value, b: Value) -> Value:
-        return self._op("sub", a, b)
-
-    def mul(self, a: Value, b: Value) -> Value:
-        return self._op("mul", a, b)
-
-    def truediv(self, a: Value, b: Value) -> Value:
-        return self._op("truediv", a, b)
 
 
 class Welford(Accumulator):

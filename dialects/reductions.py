@@ -8,7 +8,9 @@ argmin: the result is i64, the accumulator a (value, index) pair); `online_softm
 row's max and its sum of exp(v - max) at once (two results: the scheduled dialect's rewrite of
 softmax, passes/online_softmax.py, as Inductor's online_softmax_reduce); `welford` gives a row's
 mean and its sum of squared deviations m2 in one pass (two results: the rewrite of a two-pass
-variance, passes/welford.py, as Inductor's welford_reduce), its parts merged by `welford_merge`.
+variance, passes/welford.py, as Inductor's welford_reduce). The two-result kinds' parts merge by
+`online_softmax_merge` and `welford_merge`, on kernel blocks (a looped kernel's lanes, a
+cooperative group's chunks) as on a split reduction's partials.
 """
 
 from __future__ import annotations
@@ -125,14 +127,19 @@ V = TypeVar("V")
 
 
 class Arith(Protocol[V]):
-    """Scalar ops on some representation of values (body ops, kernel blocks), and `sum`, which
-    reduces a value over the parts being merged."""
+    """Scalar ops on some representation of values (body ops, kernel blocks), and `sum` and
+    `max`, which reduce a value over the parts being merged."""
 
     def sum(self, x: V) -> V: ...
+    def max(self, x: V) -> V: ...
+    def constant(self, value: float) -> V: ...
     def add(self, a: V, b: V) -> V: ...
     def sub(self, a: V, b: V) -> V: ...
     def mul(self, a: V, b: V) -> V: ...
     def truediv(self, a: V, b: V) -> V: ...
+    def exp(self, x: V) -> V: ...
+    def eq(self, a: V, b: V) -> V: ...
+    def where(self, condition: V, a: V, b: V) -> V: ...
 
 
 def welford_merge(ops: Arith[V], mean: V, m2: V, weight: V) -> tuple[V, V]:
@@ -144,3 +151,14 @@ def welford_merge(ops: Arith[V], mean: V, m2: V, weight: V) -> tuple[V, V]:
     merged = ops.truediv(ops.sum(ops.mul(weight, mean)), total)
     dev = ops.sub(mean, merged)
     return merged, ops.add(ops.sum(m2), ops.sum(ops.mul(weight, ops.mul(dev, dev))))
+
+
+def online_softmax_merge(ops: Arith[V], top: V, total: V) -> tuple[V, V]:
+    """The online_softmax kind's combine: a row's max M and sum of exp(v - M) from its parts'
+    (m, s), each part's sum rescaled to M: S = sum(s * exp(m - M)). A part that saw only -inf
+    adds nothing, whatever its s (exp(-inf - -inf) is nan); a row of -inf alone gets M = -inf,
+    and its normalization eager's nan."""
+    row_max = ops.max(top)
+    scaled = ops.mul(total, ops.exp(ops.sub(top, row_max)))
+    empty = ops.eq(top, ops.constant(float("-inf")))
+    return row_max, ops.sum(ops.where(empty, ops.constant(0.0), scaled))
