@@ -13,15 +13,19 @@ dims (so that every index stays affine in the loop variables):
              values stored along r before any reduction (a gradient whose column sum is a
              bias's) are stored here
     @op0:    sizes ([*x], [*part dims]); each reduction reduces its partials by its kind (welford
-             merges the parts' (mean, m2) by the kind's combine), then the node's per-row ops
+             merges the parts' (mean, m2), online_softmax their (max, sum of exp) by the kind's
+             merge), then the node's per-row ops
 
 It applies when every reduction is of a kind whose partials combine (not argmax/argmin, whose
-index would need its part's offset, nor online_softmax) and reads only the row (no reduction
-depends on another: a two-pass variance splits once the welford pass made it one reduction),
-when nothing stored along r depends on a reduction, the sizes are static, and `split_factor`
-asks for parts; the split point is the one whose part count is nearest to it. It runs after
-fuse, which keeps apart what a split would have to separate again (`wanted_parts`: its "split"
-rule), and after welford, whose one-pass variance splits.
+index would need its part's offset) and reads only the row (no reduction depends on another: a
+two-pass variance splits once the welford pass made it one reduction, a softmax's max and sum
+once online-softmax did), when nothing stored along r depends on a reduction, the sizes are
+static, and `split_factor` asks for parts; the split point is the one whose part count is
+nearest to it. It runs after fuse, which keeps apart what a split would have to separate again
+(`wanted_parts`: its "split" rule: a softmax of few long rows keeps its normalization apart), and
+after welford and online-softmax, whose one-pass reductions split. A vocabulary's log-softmax
+of a few rows (a decoder's next-token logits) so spreads its rows over the GPU, not a program a
+row.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from mind.analysis.loops import pvar, substitute
 from mind.analysis.patterns import closure
 from mind.analysis.phases import Phases
 from mind.dialects.loops import Load
-from mind.dialects.reductions import REDUCTIONS, welford_merge
+from mind.dialects.reductions import REDUCTIONS, online_softmax_merge, welford_merge
 from mind.dialects.scheduled import KEEPS_ROW, Node, Reduction, Store
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
@@ -48,8 +52,9 @@ from .schedule import renumber
 
 #: the streaming multiprocessors a split reduction fills (an H200's)
 SM_COUNT = 132
-#: the kinds whose partial results reduce again by their own kind (welford by its combine)
-SPLITTABLE = ("sum", "prod", "max", "min", "any", "all", "welford")
+#: the kinds whose partial results reduce again by their own kind (the two-result kinds by
+#: their merges)
+SPLITTABLE = ("sum", "prod", "max", "min", "any", "all", "welford", "online_softmax")
 
 
 @dataclass(frozen=True)
@@ -292,23 +297,30 @@ def _partial_dtypes(reductions: list[Reduction]) -> list[dt.DType]:
 
 
 class BodyOps:
-    """`welford_merge`'s arithmetic as scheduled body ops; `sum` reduces along the node's r."""
+    """The two-result kinds' merges' arithmetic (dialects/reductions.py `Arith`) as scheduled
+    body ops of one dtype; `sum` and `max` reduce along the node's r."""
 
     def __init__(self, block: Block, dtype: dt.DType):
         self.block, self.dtype = block, dtype
 
-    def _op(self, name: str, args: list) -> Value:
-        op = Operation(f"scheduled.{name}", args, result_types=[ScalarType(self.dtype)])
+    def _op(self, name: str, args: list, dtype: dt.DType | None = None) -> Value:
+        op = Operation(f"scheduled.{name}", args, result_types=[ScalarType(dtype or self.dtype)])
         return self.block.append(op).result
+
+    def _reduce(self, x: Value, kind: str) -> Value:
+        op = Reduction.build(
+            "scheduled.reduction", value=x, reduction_type=kind, results=[ScalarType(self.dtype)]
+        )
+        return self.block.append(op).result
+
+    def sum(self, x: Value) -> Value:
+        return self._reduce(x, "sum")
+
+    def max(self, x: Value) -> Value:
+        return self._reduce(x, "max")
 
     def constant(self, value: float) -> Value:
         return self._op("constant", [value])
-
-    def sum(self, x: Value) -> Value:
-        op = Reduction.build(
-            "scheduled.reduction", value=x, reduction_type="sum", results=[ScalarType(self.dtype)]
-        )
-        return self.block.append(op).result
 
     def add(self, a: Value, b: Value) -> Value:
         return self._op("add", [a, b])
@@ -322,12 +334,23 @@ class BodyOps:
     def truediv(self, a: Value, b: Value) -> Value:
         return self._op("truediv", [a, b])
 
+    def exp(self, x: Value) -> Value:
+        return self._op("exp", [x])
+
+    def eq(self, a: Value, b: Value) -> Value:
+        return self._op("eq", [a, b], dt.b8)
+
+    def where(self, condition: Value, a: Value, b: Value) -> Value:
+        return self._op("where", [condition, a, b])
+
 
 def _reduce_again(block: Block, op: Reduction, partials: list[Value], chunk: int) -> list[Value]:
     """The reduction's results from its partials (each over `chunk` elements of the row)."""
+    ops = BodyOps(block, op.results[0].type.dtype)
     if op.reduction_type == "welford":
-        ops = BodyOps(block, op.results[0].type.dtype)
         return list(welford_merge(ops, *partials, ops.constant(float(chunk))))
+    if op.reduction_type == "online_softmax":
+        return list(online_softmax_merge(ops, *partials))
     again = Reduction.build(
         "scheduled.reduction",
         value=partials[0],

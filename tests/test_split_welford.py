@@ -198,3 +198,31 @@ def test_a_column_sum_read_through_a_reshape_splits():
 """  # noqa: E501
     source = emit(run_pipeline(mind.parse(text), "split-reductions,to-triton"))
     assert source.count("@triton.jit") == 2
+
+
+def test_a_softmax_of_few_long_rows_splits_its_online_reduction(tmp_path, monkeypatch):
+    """Rows too few to fill the GPU (a decoder's logits): each row's max and sum of exp, one
+    online_softmax reduction, split into parts whose (max, sum) merge. Parts of -inf alone
+    (masked logits) add nothing; a row of -inf alone gives eager's nan. Cross entropy's
+    log-softmax splits too (and its backward's sums), with eager's loss and gradient."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    x = torch.randn(3, 9000) * 3
+    x[0, :5000] = float("-inf")  # its first part is -inf alone
+    x[1] = float("-inf")
+    x[2, 8000:] = float("-inf")
+    got = run(lambda x: torch.softmax(x, -1), x, pipeline=SPLIT)
+    close(got[[0, 2]], torch.softmax(x[[0, 2]].double(), -1), 1e-5)
+    assert got[1].isnan().all()
+    logits = torch.randn(2, 9000, requires_grad=True)
+    target = torch.tensor([3, 8999])
+
+    def loss(logits, target):
+        return F.cross_entropy(logits * 2, target)
+
+    got = run(loss, logits, target, pipeline=SPLIT)
+    (grad,) = torch.autograd.grad(got, logits)
+    want = loss(logits.double(), target)
+    close((got, grad), (want, torch.autograd.grad(want, logits)[0]), 1e-5)
+    forward = [p.read_text() for p in tmp_path.glob("*_forward.*.split-reductions.scheduled")]
+    assert len(forward) == 2 and all('"online_softmax"} : f32, f32' in t for t in forward)
+    assert all(".partial {" in p.read_text() for p in tmp_path.glob("*.split-reductions.*"))
