@@ -352,10 +352,18 @@ def traced_hints(gm: torch.fx.GraphModule) -> dict[str, int]:
             continue
         for size in val.shape:
             if isinstance(size, torch.SymInt):
-                expr, known = size.node.expr, size.node.shape_env.var_to_val
+                expr, known = size.node.expr, _backed_values(size.node.shape_env)
                 if expr in known:
                     hints[expr.name] = int(known[expr])
     return dict(sorted(hints.items()))
+
+
+def _backed_values(shape_env: Any) -> dict:
+    """The shape environment's value of each backed symbol: `backed_var_to_val` since torch
+    2.14, which deprecates the older name (a FutureWarning on every first compile)."""
+    if hasattr(shape_env, "backed_var_to_val"):
+        return shape_env.backed_var_to_val
+    return shape_env.var_to_val
 
 
 def _host_values(gm: torch.fx.GraphModule) -> Iterator[Any]:
