@@ -21,6 +21,7 @@ Inductor's flexible layouts: a node computed from channels-last buffers is chann
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from mind.analysis.deps import product
@@ -54,6 +55,7 @@ from mind.dialects.loops import (
     is_realized,
 )
 from mind.dialects.scalar_ops import SCALAR_OPS
+from mind.ir.attributes import op_key
 from mind.ir.core import Block, Operation, Region, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike, size_hint
@@ -237,11 +239,14 @@ def same_layout(shape: tuple[IntLike, ...], strides: Strides, expected: Strides)
 def _place_views(block: Block) -> None:
     """An extern call or a graph output needs memory: a view there (an argument, or a call's
     keyword argument) becomes its buffer reinterpreted when that gives the strides needed (one
-    per view and layout), a copy otherwise (one per view); an identity view is replaced by its
-    source."""
+    per view and layout; calls share one per buffer, offset and layout: the views a layer's
+    three projections take of one input are one reinterpret, which the wrapper makes once a
+    call, while two outputs stay two tensors), a copy otherwise (one per view); an identity view
+    is replaced by its source."""
     fixed = _fixed_layouts(block)
     copies: dict[Value, Value] = {}
     aliases: dict[tuple[Value, Strides], Value] = {}
+    by_memory: dict[Hashable, Value] = {}  # calls' reinterprets, by what they reinterpret
 
     def place(op: Operation, value: Value, strides: Strides | None) -> Value:
         while is_view(value) and _is_identity(producer(value)):
@@ -253,10 +258,15 @@ def _place_views(block: Block) -> None:
             if value not in copies:
                 copies[value] = _insert_copy(block, producer(value))
             return copies[value]
-        key = (value, reinterpret.result.type.strides)
-        if key not in aliases:
-            aliases[key] = block.insert_before(op, reinterpret).result
-        return aliases[key]
+        by_view = (value, reinterpret.result.type.strides)
+        shared = op_key(reinterpret) if isinstance(op, LoopsCall) else None
+        if by_view not in aliases and shared in by_memory:
+            return by_memory[shared]  # another view's: an output of this view gets its own
+        if by_view not in aliases:
+            aliases[by_view] = block.insert_before(op, reinterpret).result
+        if shared is not None:
+            by_memory.setdefault(shared, aliases[by_view])
+        return aliases[by_view]
 
     for op in list(block.ops):
         if isinstance(op, NEEDS_BUFFERS):
