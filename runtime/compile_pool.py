@@ -345,28 +345,16 @@ def _preparing() -> threading.Thread:
 
 
 def _prepare() -> None:
-    """Triton's GPU driver, whose first use builds its C utilities (a C compiler's run: 0.4 s of
-    an H200 host's first call, with an empty Triton cache, else a load), and Triton's cache key
-    (a hash of Triton's install: half a second) where nothing else computes it first, both while
-    Dynamo, AOTAutograd and the passes run, not on the first call's path (where the first
-    target is asked for)."""
+    """Triton's cache key (a hash of Triton's install: half a second) and its GPU driver, whose
+    first use builds its C utilities (a C compiler's run: 0.4 s of an H200 host's first call,
+    with an empty Triton cache, else a load), both while Dynamo, AOTAutograd and the passes run,
+    not on the first call's path (where the first target is asked for)."""
     from triton.runtime import driver
     from triton.runtime.cache import triton_key
 
-    if not _keyed_by_aot_autograd():
-        triton_key()
+    triton_key()
     with contextlib.suppress(Exception):  # no GPU driver: what needs one says so itself
         driver.active.utils  # noqa: B018 (the first use makes it)
-
-
-def _keyed_by_aot_autograd() -> bool:
-    """Whether AOTAutograd's cache is on: its key holds Triton's (Inductor's `get_system`),
-    which the compiling thread then hashes at the first graph, before mind compiles anything.
-    Hashed here too, at the same time (Triton's cache of it holds no lock), it would only
-    compete with that thread for the GIL: 0.2 s more of it, on a 2-core machine."""
-    from torch._functorch._aot_autograd.autograd_cache import should_use_local_autograd_cache
-
-    return should_use_local_autograd_cache()
 
 
 def submit(module: str, source: str, filename: str, bindings: list[Binding]) -> Batch:

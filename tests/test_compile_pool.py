@@ -277,22 +277,6 @@ def test_the_first_target_waits_for_the_drivers_preparation(monkeypatch):
         compile_pool._preparing.cache_clear()
 
 
-@pytest.mark.parametrize("aot_cache", [True, False], ids=["aot-cache", "no-aot-cache"])
-def test_tritons_key_is_hashed_once_while_the_first_graph_compiles(aot_cache, monkeypatch):
-    """AOTAutograd's cache key holds Triton's, which the compiling thread hashes at the first
-    graph (half a second): the preparing thread leaves it to it, rather than hash it again at
-    the same time, competing for the GIL. With that cache off, the preparing thread hashes it,
-    ahead of the first compile."""
-    import triton.runtime.cache as triton_cache
-    from torch._functorch._aot_autograd import autograd_cache
-
-    hashed = []
-    monkeypatch.setattr(triton_cache, "triton_key", lambda: hashed.append("key"))
-    monkeypatch.setattr(autograd_cache, "should_use_local_autograd_cache", lambda: aot_cache)
-    compile_pool._prepare()
-    assert hashed == ([] if aot_cache else ["key"])
-
-
 def test_the_kernels_of_every_emitted_module_run_without_torch(tmp_path):
     """What a worker runs of a generated module, its kernels (`compile_job.kernels_of`), needs
     no torch: every module of the triton, combo-kernel and matmul-template lit inputs (templates
