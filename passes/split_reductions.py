@@ -23,9 +23,9 @@ once online-softmax did), when nothing stored along r depends on a reduction, th
 static, and `split_factor` asks for parts; the split point is the one whose part count is
 nearest to it. It runs after fuse, which keeps apart what a split would have to separate again
 (`wanted_parts`: its "split" rule: a softmax of few long rows keeps its normalization apart), and
-after welford and online-softmax, whose one-pass reductions split. A vocabulary's log-softmax
-of a few rows (a decoder's next-token logits) so spreads its rows over the GPU, not a program a
-row.
+after welford and online-softmax, whose one-pass reductions split: a softmax's only while it
+has at most a quarter as many rows as the GPU has SMs (`ONLINE_SOFTMAX_ROWS_PER_SM`), as a
+decoder's few rows of vocabulary logits, which so spread over the GPU, not a program a row.
 """
 
 from __future__ import annotations
@@ -55,6 +55,13 @@ SM_COUNT = 132
 #: the kinds whose partial results reduce again by their own kind (the two-result kinds by
 #: their merges)
 SPLITTABLE = ("sum", "prod", "max", "min", "any", "all", "welford", "online_softmax")
+#: a softmax's online reduction splits only while it has at most this many rows per SM. On
+#: an H100 (f32, CUDA graphs), rows of 1 x 128256, 4 x 50257, 8 x 128256 and 16 x 65536 took
+#: 6.5, 5.6, 8.0 and 7.9 us split against 25.9, 13.3, 28.0 and 10.7 us a program a row
+#: (Inductor: 8.1, 9.4, 10.2, 10.0); 64 x 16384, 128 x 32768 and 256 x 16384 took 8.0, 16.5 and
+#: 16.4 us split against 6.6, 13.8 and 13.7: there a program a row reads fast enough that the
+#: split's second kernel costs more than it saves
+ONLINE_SOFTMAX_ROWS_PER_SM = 1 / 4
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,9 @@ def split_point(node: Node, sm_count: int) -> SplitPoint | None:
         return None  # no reduced value is stored: the final node would write nothing
     wanted = wanted_parts(node, sm_count)
     if wanted <= 1:
+        return None
+    online = any(op.reduction_type == "online_softmax" for op in reductions)
+    if online and product(list(xs)) > ONLINE_SOFTMAX_ROWS_PER_SM * sm_count:
         return None
     inner = is_inner(node)
     # whole parts of whole slices of one r dim, so that indices stay affine in the loop vars

@@ -21,6 +21,10 @@ SPLIT = PIPELINE.replace("split-reductions", "split-reductions{sm-count=2}").rep
     "fuse", "fuse{sm-count=2}"
 )
 NO_WELFORD = PIPELINE.replace("welford,", "")
+#: splits sized for a 16-SM GPU: a softmax of up to 4 rows splits
+SPLIT16 = PIPELINE.replace("split-reductions", "split-reductions{sm-count=16}").replace(
+    "fuse", "fuse{sm-count=16}"
+)
 
 
 def run(fn, *args, pipeline: str = PIPELINE):
@@ -201,16 +205,17 @@ def test_a_column_sum_read_through_a_reshape_splits():
 
 
 def test_a_softmax_of_few_long_rows_splits_its_online_reduction(tmp_path, monkeypatch):
-    """Rows too few to fill the GPU (a decoder's logits): each row's max and sum of exp, one
-    online_softmax reduction, split into parts whose (max, sum) merge. Parts of -inf alone
-    (masked logits) add nothing; a row of -inf alone gives eager's nan. Cross entropy's
-    log-softmax splits too (and its backward's sums), with eager's loss and gradient."""
+    """Rows too few to fill the GPU (a decoder's logits, at most a quarter as many as SMs): each
+    row's max and sum of exp, one online_softmax reduction, split into parts whose (max, sum)
+    merge. Parts of -inf alone (masked logits) add nothing; a row of -inf alone gives eager's
+    nan. Cross entropy's log-softmax splits too (and its backward's sums), with eager's loss
+    and gradient."""
     monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
     x = torch.randn(3, 9000) * 3
     x[0, :5000] = float("-inf")  # its first part is -inf alone
     x[1] = float("-inf")
     x[2, 8000:] = float("-inf")
-    got = run(lambda x: torch.softmax(x, -1), x, pipeline=SPLIT)
+    got = run(lambda x: torch.softmax(x, -1), x, pipeline=SPLIT16)
     close(got[[0, 2]], torch.softmax(x[[0, 2]].double(), -1), 1e-5)
     assert got[1].isnan().all()
     logits = torch.randn(2, 9000, requires_grad=True)
@@ -219,7 +224,7 @@ def test_a_softmax_of_few_long_rows_splits_its_online_reduction(tmp_path, monkey
     def loss(logits, target):
         return F.cross_entropy(logits * 2, target)
 
-    got = run(loss, logits, target, pipeline=SPLIT)
+    got = run(loss, logits, target, pipeline=SPLIT16)
     (grad,) = torch.autograd.grad(got, logits)
     want = loss(logits.double(), target)
     close((got, grad), (want, torch.autograd.grad(want, logits)[0]), 1e-5)
