@@ -13,7 +13,7 @@ all the chunks' partials with `finish`, laid along r.
 
 from __future__ import annotations
 
-from mind.dialects.reductions import REDUCTIONS, Reduction
+from mind.dialects.reductions import REDUCTIONS, Arith, Reduction
 from mind.dialects.scheduled import Reduction as ReductionOp
 from mind.dialects.triton import dtype_of
 from mind.ir import dtypes as dt
@@ -67,45 +67,20 @@ def reduce_block(
     return b.emit(scope, name, [*values, 1], dtype, shape, {"reduction_type": kind.name})
 
 
-class Blocks:
-    """The two-result kinds' merges' arithmetic (dialects/reductions.py `Arith`) on kernel
-    blocks of one dtype; `sum` and `max` reduce along r."""
+class Blocks(Arith[Value]):
+    """The two-result kinds' merges' arithmetic on kernel blocks of one dtype, reducing along r."""
 
     def __init__(self, b: KernelBuilder, scope: Scope, dtype: dt.DType):
         self.b, self.scope, self.dtype = b, scope, dtype
 
-    def sum(self, x: Value) -> Value:
-        return reduce_block(self.b, self.scope, [x], REDUCTIONS["sum"], self.dtype)
+    def op(self, name: str, args: list[Value], predicate: bool = False) -> Value:
+        return self.b.emit_op(self.scope, name, args, dt.b8 if predicate else self.dtype)
 
-    def max(self, x: Value) -> Value:
-        return reduce_block(self.b, self.scope, [x], REDUCTIONS["max"], self.dtype)
+    def reduce(self, x: Value, kind: str) -> Value:
+        return reduce_block(self.b, self.scope, [x], REDUCTIONS[kind], self.dtype)
 
     def constant(self, value: float) -> Value:
         return self.b.full(self.scope, value, self.dtype, (1,) * len(self.b.tiling.full_shape))
-
-    def _op(self, name: str, args: list[Value], dtype: dt.DType | None = None) -> Value:
-        return self.b.emit_op(self.scope, name, args, dtype or self.dtype)
-
-    def add(self, a: Value, b: Value) -> Value:
-        return self._op("add", [a, b])
-
-    def sub(self, a: Value, b: Value) -> Value:
-        return self._op("sub", [a, b])
-
-    def mul(self, a: Value, b: Value) -> Value:
-        return self._op("mul", [a, b])
-
-    def truediv(self, a: Value, b: Value) -> Value:
-        return self._op("truediv", [a, b])
-
-    def exp(self, x: Value) -> Value:
-        return self._op("exp", [x])
-
-    def eq(self, a: Value, b: Value) -> Value:
-        return self._op("eq", [a, b], dt.b8)
-
-    def where(self, condition: Value, a: Value, b: Value) -> Value:
-        return self._op("where", [condition, a, b])
 
 
 class Fold(Accumulator):

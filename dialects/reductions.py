@@ -16,7 +16,7 @@ cooperative group's chunks) as on a split reduction's partials.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from mind.ir import dtypes as dt
 from mind.ir.dtypes import DType
@@ -126,20 +126,48 @@ INDEX_KINDS = tuple(k for k in SINGLE_KINDS if REDUCTIONS[k].is_index)
 V = TypeVar("V")
 
 
-class Arith(Protocol[V]):
-    """Scalar ops on some representation of values (body ops, kernel blocks), and `sum` and
-    `max`, which reduce a value over the parts being merged."""
+class Arith(Generic[V]):
+    """Scalar arithmetic on some representation of values (body ops, kernel blocks), as the
+    merges below use it, from three primitives a representation gives: an op by name, a
+    reduction over the parts being merged, and a constant."""
 
-    def sum(self, x: V) -> V: ...
-    def max(self, x: V) -> V: ...
-    def constant(self, value: float) -> V: ...
-    def add(self, a: V, b: V) -> V: ...
-    def sub(self, a: V, b: V) -> V: ...
-    def mul(self, a: V, b: V) -> V: ...
-    def truediv(self, a: V, b: V) -> V: ...
-    def exp(self, x: V) -> V: ...
-    def eq(self, a: V, b: V) -> V: ...
-    def where(self, condition: V, a: V, b: V) -> V: ...
+    def op(self, name: str, args: list[V], predicate: bool = False) -> V:
+        """The scalar op `name` of `args` (a b8 result where `predicate`)."""
+        raise NotImplementedError
+
+    def reduce(self, x: V, kind: str) -> V:
+        """`x` reduced over the parts being merged by the plain kind `kind`."""
+        raise NotImplementedError
+
+    def constant(self, value: float) -> V:
+        raise NotImplementedError
+
+    def sum(self, x: V) -> V:
+        return self.reduce(x, "sum")
+
+    def max(self, x: V) -> V:
+        return self.reduce(x, "max")
+
+    def add(self, a: V, b: V) -> V:
+        return self.op("add", [a, b])
+
+    def sub(self, a: V, b: V) -> V:
+        return self.op("sub", [a, b])
+
+    def mul(self, a: V, b: V) -> V:
+        return self.op("mul", [a, b])
+
+    def truediv(self, a: V, b: V) -> V:
+        return self.op("truediv", [a, b])
+
+    def exp(self, x: V) -> V:
+        return self.op("exp", [x])
+
+    def eq(self, a: V, b: V) -> V:
+        return self.op("eq", [a, b], predicate=True)
+
+    def where(self, condition: V, a: V, b: V) -> V:
+        return self.op("where", [condition, a, b])
 
 
 def welford_merge(ops: Arith[V], mean: V, m2: V, weight: V) -> tuple[V, V]:

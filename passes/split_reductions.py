@@ -40,7 +40,7 @@ from mind.analysis.loops import pvar, substitute
 from mind.analysis.patterns import closure
 from mind.analysis.phases import Phases
 from mind.dialects.loops import Load
-from mind.dialects.reductions import REDUCTIONS, online_softmax_merge, welford_merge
+from mind.dialects.reductions import REDUCTIONS, Arith, online_softmax_merge, welford_merge
 from mind.dialects.scheduled import KEEPS_ROW, Node, Reduction, Store
 from mind.ir import dtypes as dt
 from mind.ir.core import Block, Operation, Region, Value
@@ -306,52 +306,25 @@ def _partial_dtypes(reductions: list[Reduction]) -> list[dt.DType]:
     ]
 
 
-class BodyOps:
-    """The two-result kinds' merges' arithmetic (dialects/reductions.py `Arith`) as scheduled
-    body ops of one dtype; `sum` and `max` reduce along the node's r."""
+class BodyOps(Arith[Value]):
+    """The two-result kinds' merges' arithmetic as scheduled body ops of one dtype, reducing
+    along the node's r."""
 
     def __init__(self, block: Block, dtype: dt.DType):
         self.block, self.dtype = block, dtype
 
-    def _op(self, name: str, args: list, dtype: dt.DType | None = None) -> Value:
-        op = Operation(f"scheduled.{name}", args, result_types=[ScalarType(dtype or self.dtype)])
-        return self.block.append(op).result
+    def op(self, name: str, args: list[Value], predicate: bool = False) -> Value:
+        result = ScalarType(dt.b8 if predicate else self.dtype)
+        return self.block.append(Operation(f"scheduled.{name}", args, result_types=[result])).result
 
-    def _reduce(self, x: Value, kind: str) -> Value:
+    def reduce(self, x: Value, kind: str) -> Value:
         op = Reduction.build(
             "scheduled.reduction", value=x, reduction_type=kind, results=[ScalarType(self.dtype)]
         )
         return self.block.append(op).result
 
-    def sum(self, x: Value) -> Value:
-        return self._reduce(x, "sum")
-
-    def max(self, x: Value) -> Value:
-        return self._reduce(x, "max")
-
     def constant(self, value: float) -> Value:
-        return self._op("constant", [value])
-
-    def add(self, a: Value, b: Value) -> Value:
-        return self._op("add", [a, b])
-
-    def sub(self, a: Value, b: Value) -> Value:
-        return self._op("sub", [a, b])
-
-    def mul(self, a: Value, b: Value) -> Value:
-        return self._op("mul", [a, b])
-
-    def truediv(self, a: Value, b: Value) -> Value:
-        return self._op("truediv", [a, b])
-
-    def exp(self, x: Value) -> Value:
-        return self._op("exp", [x])
-
-    def eq(self, a: Value, b: Value) -> Value:
-        return self._op("eq", [a, b], dt.b8)
-
-    def where(self, condition: Value, a: Value, b: Value) -> Value:
-        return self._op("where", [condition, a, b])
+        return self.op("constant", [value])
 
 
 def _reduce_again(block: Block, op: Reduction, partials: list[Value], chunk: int) -> list[Value]:
