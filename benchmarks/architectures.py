@@ -299,13 +299,15 @@ def main(argv: list[str] | None = None) -> None:
         return
     todo = [(name, mode) for name in args.only for mode in args.modes]
     run = _in_fresh_process(args)
+    position = {item: i for i, item in enumerate(todo)}
     rows: list[dict] = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         # each row written as it ends, in the catalog's order: a run cut short keeps them all
         futures = [pool.submit(run, item) for item in todo]
         for done in concurrent.futures.as_completed(futures):
             row = done.result()
-            rows = sorted([*rows, row], key=lambda r: todo.index((r["arch"], r["mode"])))
+            rows.append(row)
+            rows.sort(key=lambda r: position[r["arch"], r["mode"]])
             print(f"{row['arch']} {row['mode']}: {row['status']}", file=sys.stderr, flush=True)
             write_outputs(rows, args, markdown)
     print(markdown(rows, args))

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from mind.ir import dtypes as dt
 from mind.ir.attributes import PyCall, PyRef
+from mind.ir.context import bound
 from mind.ir.core import Value, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.dtypes import Device, DType
@@ -169,11 +170,8 @@ def host_sizes(examples: Iterable[Any]) -> Iterator[None]:
             expr = sympify_symint(example)
             if isinstance(expr, sympy.Expr) and not is_integral(expr) and expr not in named:
                 named[expr] = sym(f"h{len(named)}")
-    token = _HOST_SIZES.set(named)
-    try:
+    with bound(_HOST_SIZES, named):
         yield
-    finally:
-        _HOST_SIZES.reset(token)
 
 
 def type_of(example: Any) -> Type:

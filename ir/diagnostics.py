@@ -15,6 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
+from .context import bound
+
 
 @dataclass(frozen=True)
 class Location:
@@ -64,11 +66,8 @@ _HANDLERS: ContextVar[tuple[Handler, ...]] = ContextVar("mind_diagnostic_handler
 @contextmanager
 def diagnostic_handler(handler: Handler) -> Iterator[None]:
     """Inside, every emitted diagnostic also goes to `handler` (MLIR's ScopedDiagnosticHandler)."""
-    token = _HANDLERS.set((*_HANDLERS.get(), handler))
-    try:
+    with bound(_HANDLERS, (*_HANDLERS.get(), handler)):
         yield
-    finally:
-        _HANDLERS.reset(token)
 
 
 def handled() -> bool:

@@ -9,6 +9,8 @@ from functools import cache
 
 import sympy
 
+from .context import bound
+
 Expr = sympy.Expr
 IntLike = int | sympy.Expr
 
@@ -83,11 +85,8 @@ _HINTS: ContextVar[dict[str, int] | None] = ContextVar("mind_size_hints", defaul
 @contextmanager
 def symbol_hints(hints: dict[str, int] | None) -> Iterator[None]:
     """Inside, `size_hint` counts each symbol of `hints` at its hint (a graph's `hints`)."""
-    token = _HINTS.set(hints)
-    try:
+    with bound(_HINTS, hints):
         yield
-    finally:
-        _HINTS.reset(token)
 
 
 def size_hint(size: IntLike) -> int:

@@ -27,6 +27,7 @@ from torch._inductor.output_code import OutputCode
 from mind import runtime
 from mind.dump import GraphDump
 from mind.fallback import fall_back
+from mind.ir.context import bound
 from mind.ir.logs import channel
 from mind.options import Options
 from mind.runtime.cudagraphs import CudaGraphs
@@ -41,11 +42,8 @@ _GRAPH: ContextVar[str] = ContextVar("mind_graph", default="graph")
 @contextlib.contextmanager
 def compiling(name: str) -> Iterator[None]:
     """Name what AOTAutograd compiles or loads for Dynamo graph `name`."""
-    token = _GRAPH.set(name)
-    try:
+    with bound(_GRAPH, name):
         yield
-    finally:
-        _GRAPH.reset(token)
 
 
 @dataclasses.dataclass

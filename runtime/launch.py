@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from mind.ir.context import bound
 from mind.ir.logs import channel
 from triton import knobs
 from triton.runtime.driver import driver
@@ -204,11 +205,8 @@ _DEFERRED: ContextVar[list[Binding] | None] = ContextVar("mind_deferred_bindings
 def deferred() -> Iterator[list[Binding]]:
     """Inside, `bind` returns its `Binding` instead of a launcher (listed in the yielded list),
     so a loader can compile a module's kernels in parallel before binding them."""
-    token = _DEFERRED.set([])
-    try:
-        yield _DEFERRED.get()
-    finally:
-        _DEFERRED.reset(token)
+    with bound(_DEFERRED, []) as bindings:
+        yield bindings
 
 
 def bind(kernel, device: torch.device, signature: tuple, checked: tuple[int, ...] = (),

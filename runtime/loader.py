@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from pathlib import Path
 
 import torch
+from mind.ir.context import bound
 from mind.ir.logs import channel
 from triton import knobs
 
@@ -190,11 +191,10 @@ def overlapped() -> Iterator[None]:
         yield
         return
     pending: list[Callable[..., None]] = []
-    token = _OVERLAPPED.set(pending)
     try:
-        yield
+        with bound(_OVERLAPPED, pending):
+            yield
     finally:
-        _OVERLAPPED.reset(token)
         for finish in pending:
             finish(raising=False)
 
@@ -203,11 +203,8 @@ def overlapped() -> Iterator[None]:
 def at_once() -> Iterator[None]:
     """Inside an `overlapped` block, modules loaded here bind before `load` returns: for a
     caller that runs them at once (mm-templates timing a template against ATen)."""
-    token = _OVERLAPPED.set(None)
-    try:
+    with bound(_OVERLAPPED, None):
         yield
-    finally:
-        _OVERLAPPED.reset(token)
 
 
 def _kernel_name(value: Binding | Tuned) -> str:
