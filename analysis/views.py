@@ -52,14 +52,14 @@ def _affine(flat: sympy.Expr, shape: tuple[IntLike, ...]) -> tuple[Strides, IntL
     """(strides, offset) when `flat`, over the p vars of a view of `shape`, is
     `offset + sum(strides[i] * p_i)`; else None."""
     ps = [pvar(i) for i in range(len(shape))]
-    flat = flat.xreplace({p: 0 for p, n in zip(ps, shape) if n == 1})
+    flat = _at_zero(flat, [p for p, n in zip(ps, shape) if n == 1])
     linear = linear_coefficients(flat, ps)  # most views: read off the terms, no calculus
     if linear is not None:
         strides = [_expanded(linear[p]) for p in ps]
-        offset = _expanded(as_int_like(flat.xreplace({p: 0 for p in ps})))
+        offset = _expanded(as_int_like(_at_zero(flat, ps)))
     else:
         flat = sympy.expand(flat)
-        offset = flat.xreplace({p: 0 for p in ps})
+        offset = _at_zero(flat, ps)
         strides = [sympy.expand(sympy.diff(flat, p)) for p in ps]
         if any(s.free_symbols & set(ps) or s.has(sympy.Derivative) for s in strides):
             return None
@@ -68,6 +68,12 @@ def _affine(flat: sympy.Expr, shape: tuple[IntLike, ...]) -> tuple[Strides, IntL
     unit = contiguous_strides(shape)
     strides = tuple(u if n == 1 else as_int_like(s) for s, u, n in zip(strides, unit, shape))
     return strides, as_int_like(offset)
+
+
+def _at_zero(flat: sympy.Expr, ps: list[sympy.Symbol]) -> sympy.Expr:
+    """`flat` with the p vars `ps` at 0, a sympy value even where `flat` is one of them
+    (`xreplace` returns a replacement as given: `p0.xreplace({p0: 0})` is the int 0)."""
+    return flat.xreplace(dict.fromkeys(ps, sympy.S.Zero))
 
 
 def _expanded(value: IntLike) -> IntLike:
