@@ -44,6 +44,12 @@ PYTHON_ROOTS = ("torch", "operator", "math", "builtins")
 #: operator's schema (1-4 us less a call on a CPU: a ResNet's 11 convolutions, a transformer
 #: step's dozens of matmuls)
 PUBLIC_BINDINGS = {f"aten.{name}.default": f"torch.{name}" for name in LIBRARY_CALLS}
+#: the collectives a CPU wrapper runs through their `_out` overload, into a buffer it allocates:
+#: gloo's `all_gather_into_tensor` (its `allgather_into_tensor_coalesced`) now and then corrupts
+#: the heap, the more often the more of them are in flight (reorder-collectives starts a graph's
+#: all at once: a SimpleFSDP step aborted in glibc's `malloc(): unaligned tcache chunk detected`
+#: about 1 run in 6); the `_out` overload runs gloo's `_allgather_base`, which does not
+OUT_ON_CPU = {"all_gather_into_tensor": "all_gather_into_tensor_out"}
 #: the signature placeholder of a parameter passed by value, by its dtype's kind (see BY_VALUE in
 #: codegen/kernel.py): a value Triton types as that parameter's type
 PLACEHOLDERS = {"f": "F32", "i": "I64", "b": "I1"}
@@ -214,7 +220,7 @@ class Host:
             self.lines.append(f"{name} = {op.symbol}")
 
     def bind_collective(self, op: Operation) -> None:
-        target = torch_target(op.kind)
+        target = torch_target(collective_kind(op))
         if target not in self.externs:
             name = self.names.fresh(target.replace(".", "_"))
             self.externs[target] = name
@@ -277,6 +283,14 @@ _BINDINGS = {
     "triton.constant_tensor": Host.bind_constant,
     **{f"triton.{kind}": Host.bind_collective for kind in KINDS},
 }
+
+
+def collective_kind(op: Operation) -> str:
+    """The functional collective a wrapper calls for collective `op`: its own kind, or on CPU
+    its `_out` overload (`OUT_ON_CPU`)."""
+    if op.kind in OUT_ON_CPU and (op.results[0].type.device or CPU).type == "cpu":
+        return OUT_ON_CPU[op.kind]
+    return op.kind
 
 
 def is_tensor(value) -> bool:

@@ -19,7 +19,7 @@ from mind.ir.core import Operation, Value
 from mind.ir.diagnostics import MindError
 from mind.ir.types import SymType, TensorType, size_symbols
 
-from .bindings import CPU, Host
+from .bindings import CPU, Host, collective_kind
 from .names import Names
 from .pyexpr import torch_dtype
 
@@ -111,9 +111,11 @@ class Call:
             return f"{n(op.result)} = reinterpret_tensor({n(op.buffer)}, {lit(t.shape)}, {lit(t.strides)}, {offset})"
         if kind in KINDS:  # the start's result stays bound until the wait, which returns it
             args = [lit(a) for a in call_args(op)] + [f"{k}={lit(v)}" for k, v in op.attrs.items()]
+            if (torch_kind := collective_kind(op)) != kind:  # an `_out` overload: into a new buffer
+                args.append(f"out={self.alloc(op.result.type)}")
             targets = ", ".join(n(r) for r in op.results)
             targets += "," if op.decl.results[-1].variadic and len(op.results) == 1 else ""
-            return f"{targets} = {self.host.externs[torch_target(kind)]}({', '.join(args)})"
+            return f"{targets} = {self.host.externs[torch_target(torch_kind)]}({', '.join(args)})"
         if kind == "constant_tensor":
             return None  # made at load
         if kind == "output":
