@@ -1,0 +1,295 @@
+"""A differential fuzzer over torch programs: a random small program compiled by mind must give
+eager's results, without falling back to eager.
+
+    python3 -m mind.tools.program_fuzz [--seed 0] [--count 200] [--dynamic] [--train]
+                                       [--json out.json]
+
+A program is data (`Program`): its inputs' shapes (some dims 1, so that they broadcast; the
+first input transposed in memory now and then) and two to seven steps, each an op of `OPS` on
+earlier values with its parameters (a dim, keepdim, ...). Generating runs each step eagerly and
+keeps only steps eager accepts, so every program is valid. `run` interprets a program with
+nothing random left, which Dynamo traces as straight-line code; the program returns its last
+value and its first step's, two outputs of the one graph. With `--train` the inputs' gradients
+of a loss over both outputs are compared too (a backward graph). Each program lands in one
+class:
+
+    ok        the same shapes, dtypes and values as eager: within 1e-3, or within twice what
+              eager's own values move when its inputs move by about an f32 rounding
+    mismatch  a shape, dtype or value differs          fallback  mind ran a graph eagerly
+    error     compiling or running raised
+
+mind-opt reruns a fallback's failing pass on the reproducer its warning names. On CPU the
+kernels run in Triton's interpreter; tests/test_program_fuzz.py runs a fixed-seed slice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+#: sizes a dim takes: 1 (broadcasts, and views of it read one element), powers of two, odd ones
+SIZES = (1, 2, 3, 5, 8, 16, 17, 33)
+
+
+@dataclass(frozen=True)
+class Op:
+    """`apply(params, *operands)`; `params(r, *operands)` draws its parameters."""
+
+    arity: int
+    apply: Callable[..., torch.Tensor]
+    params: Callable[..., tuple] = lambda r, *xs: ()
+
+
+def _dim(r: random.Random, x: torch.Tensor) -> tuple:
+    return (r.randrange(max(x.dim(), 1)),)
+
+
+def _dim_keep(r: random.Random, x: torch.Tensor) -> tuple:
+    return (r.randrange(max(x.dim(), 1)), r.random() < 0.5)
+
+
+def _unary(fn: Callable[[torch.Tensor], torch.Tensor]) -> Op:
+    return Op(1, lambda p, x: fn(x))
+
+
+def _binary(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Op:
+    return Op(2, lambda p, x, y: fn(x, y))
+
+
+def _reduction(fn: Callable[..., torch.Tensor]) -> Op:
+    return Op(1, lambda p, x: fn(x, p[0], keepdim=p[1]), _dim_keep)
+
+
+OPS: dict[str, Op] = {
+    # elementwise
+    "relu": _unary(torch.relu),
+    "sigmoid": _unary(torch.sigmoid),
+    "tanh": _unary(torch.tanh),
+    "exp": _unary(torch.exp),
+    "log1p_abs": _unary(lambda x: torch.log1p(x.abs())),
+    "rsqrt": _unary(lambda x: torch.rsqrt(x.abs() + 0.5)),
+    "sin": _unary(torch.sin),
+    "erf": _unary(torch.erf),
+    "gelu": _unary(F.gelu),
+    "silu": _unary(F.silu),
+    "clamp": _unary(lambda x: x.clamp(-0.5, 0.7)),
+    "floor": _unary(lambda x: torch.floor(x * 3)),
+    "sign": _unary(torch.sign),
+    "remainder": _unary(lambda x: torch.remainder(x, 0.7)),
+    "pow": _unary(lambda x: x.abs().pow(1.5)),
+    "to_bf16": _unary(lambda x: x.to(torch.bfloat16).float()),
+    "to_f16": _unary(lambda x: x.to(torch.float16).float()),
+    "to_i32": _unary(lambda x: (x * 4).to(torch.int32).float()),
+    "positive": _unary(lambda x: (x > 0).float()),
+    "where": _unary(lambda x: torch.where(x > 0.1, x, -2 * x)),
+    "add": _binary(torch.add),
+    "mul": _binary(torch.mul),
+    "div": _binary(lambda x, y: x / (y.abs() + 1)),
+    "maximum": _binary(torch.maximum),
+    "select_greater": _binary(lambda x, y: torch.where(x > y, x, 0.5 * y)),
+    "atan2": _binary(torch.atan2),
+    "matmul": _binary(lambda x, y: x @ y.transpose(-1, -2)),
+    # reductions and scans
+    "sum": _reduction(torch.sum),
+    "mean": _reduction(torch.mean),
+    "amax": _reduction(torch.amax),
+    "amin": _reduction(torch.amin),
+    "var": _reduction(torch.var),
+    "std": _reduction(torch.std),
+    "logsumexp": _reduction(torch.logsumexp),
+    "prod": _reduction(lambda x, d, keepdim: torch.prod(x.clamp(-1.1, 1.1), d, keepdim=keepdim)),
+    "norm": _reduction(lambda x, d, keepdim: torch.linalg.vector_norm(x, 2, d, keepdim=keepdim)),
+    "max": _reduction(lambda x, d, keepdim: torch.max(x, d, keepdim=keepdim).values),
+    "argmax": _reduction(lambda x, d, keepdim: torch.argmax(x, d, keepdim=keepdim).float()),
+    "softmax": Op(1, lambda p, x: torch.softmax(x, p[0]), _dim),
+    "log_softmax": Op(1, lambda p, x: torch.log_softmax(x, p[0]), _dim),
+    "cumsum": Op(1, lambda p, x: torch.cumsum(x, p[0]), _dim),
+    # views and data movement
+    "transpose": Op(1, lambda p, x: x.transpose(0, -1)),
+    "permute": Op(
+        1, lambda p, x: x.permute(p), lambda r, x: tuple(r.sample(range(x.dim()), x.dim()))
+    ),
+    "flatten": Op(1, lambda p, x: x.reshape(-1)),
+    "half": Op(1, lambda p, x: x.narrow(p[0], 0, max(1, x.shape[p[0]] // 2)), _dim),
+    "step": Op(1, lambda p, x: x[(slice(None),) * p[0] + (slice(None, None, 2),)], _dim),
+    "last": Op(1, lambda p, x: x[..., -1:]),
+    "flip": Op(1, lambda p, x: x.flip(p[0]), _dim),
+    "roll": Op(1, lambda p, x: torch.roll(x, 1, p[0]), _dim),
+    "expand": Op(1, lambda p, x: x.unsqueeze(0).expand(3, *x.shape)),
+    "unsqueeze": Op(1, lambda p, x: x.unsqueeze(-1)),
+    "cat": Op(1, lambda p, x: torch.cat([x, 2 * x], p[0]), _dim),
+    "pad": Op(1, lambda p, x: F.pad(x, (1, 2))),
+    "repeat": Op(1, lambda p, x: x.repeat(2, *[1] * (x.dim() - 1))),
+    "contiguous": Op(1, lambda p, x: x.contiguous()),
+    "index_select": Op(
+        1, lambda p, x: x.index_select(p[0], torch.tensor([0, x.shape[p[0]] - 1, 0])), _dim
+    ),
+    "gather_reversed": Op(
+        1,
+        lambda p, x: torch.gather(
+            x, -1, torch.arange(x.shape[-1]).flip(0).expand(x.shape).contiguous()
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Program:
+    """Inputs' shapes (the first transposed in memory when `strided`) and steps: (op name,
+    indexes of the values it takes, its parameters); value i < len(shapes) is input i."""
+
+    shapes: tuple[tuple[int, ...], ...]
+    strided: bool
+    steps: tuple[tuple[str, tuple[int, ...], tuple], ...]
+
+    def inputs(self, seed: int) -> list[torch.Tensor]:
+        gen = torch.Generator().manual_seed(seed)
+        xs = [torch.randn(s, generator=gen) for s in self.shapes]
+        if self.strided and xs[0].dim() >= 2:
+            xs[0] = xs[0].transpose(0, 1).contiguous().transpose(0, 1)
+        return xs
+
+
+def run(program: Program, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The program's last value and its first step's."""
+    values = list(inputs)
+    for name, operands, params in program.steps:
+        values.append(OPS[name].apply(params, *(values[i] for i in operands)))
+    return values[-1], values[len(inputs)]
+
+
+def generate(seed: int) -> Program:
+    """A random valid program: each step drawn until eager runs it (on the values so far)."""
+    r = random.Random(seed)
+    base = [r.choice(SIZES) for _ in range(r.randint(1, 4))]
+    shapes = tuple(
+        tuple(1 if r.random() < 0.25 else n for n in base) for _ in range(r.randint(1, 3))
+    )
+    program = Program(shapes, r.random() < 0.3, ())
+    values = program.inputs(seed)
+    steps: list = []
+    names, length = sorted(OPS), r.randint(2, 7)
+    while len(steps) < length:
+        name = r.choice(names)
+        op = OPS[name]
+        operands = tuple(r.randrange(len(values)) for _ in range(op.arity))
+        xs = [values[i] for i in operands]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                params = op.params(r, *xs)
+                out = op.apply(params, *xs)
+        except (RuntimeError, IndexError, ValueError):
+            continue
+        if out.numel() > 1 << 16:
+            continue
+        values.append(out)
+        steps.append((name, operands, params))
+    return Program(shapes, program.strided, tuple(steps))
+
+
+def check(seed: int, dynamic: bool = False, train: bool = False) -> tuple[str, str]:
+    """(class, detail) of program `seed` compiled by mind against eager; with `train`, also the
+    inputs' gradients of a loss over the outputs (the backward graph compiled too)."""
+    from mind.fallback import MindFallbackWarning
+
+    program = generate(seed)
+    inputs = program.inputs(seed)
+    want = _results(run, program, inputs, train, quiet=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(run, backend="mind", dynamic=dynamic)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", MindFallbackWarning)
+        try:
+            got = _results(compiled, program, inputs, train)
+        except Exception as exc:
+            return "error", f"{type(exc).__name__}: {exc}"
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, MindFallbackWarning)]
+    for i, ((what, a), (_, b)) in enumerate(zip(want, got)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return "mismatch", f"{what}: {b.dtype}{list(b.shape)}, eager {a.dtype}{list(a.shape)}"
+        if not torch.allclose(a, b, rtol=1e-3, atol=1e-3, equal_nan=True):
+            err, noise = _error(a, b), _sensitivity(program, inputs, train, want)[i]
+            if err <= 2 * noise:
+                continue
+            return "mismatch", f"{what}: off by {err:.3g} (eager's inputs nudged: {noise:.3g})"
+    if fallbacks:
+        return "fallback", fallbacks[0]
+    return "ok", ""
+
+
+Results = list[tuple[str, torch.Tensor]]
+
+
+def _results(fn: Callable, program: Program, inputs: list, train: bool, quiet=False) -> Results:
+    """`fn(program, *inputs)`'s outputs, named; with `train`, then the inputs' gradients of
+    sum(output * W) over the outputs, W fixed random weights. `quiet`: without eager's own
+    warnings (std of one element)."""
+    xs = [x.detach().requires_grad_(train) for x in inputs]
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore", UserWarning)
+        outs = fn(program, *xs)
+        named = [(f"output {i}", out.detach()) for i, out in enumerate(outs)]
+        if not train:
+            return named
+        terms = [(out.double() * _weights(out.shape)).sum() for out in outs if out.requires_grad]
+        if terms:
+            sum(terms).backward()
+    grads = [x.grad if x.grad is not None else torch.zeros_like(x) for x in xs]
+    return named + [(f"gradient of input {j}", g) for j, g in enumerate(grads)]
+
+
+def _weights(shape: torch.Size) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+def _error(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.double() - b.double()).abs().nan_to_num(0).max().item()
+
+
+def _sensitivity(program: Program, inputs: list, train: bool, want: Results) -> list[float]:
+    """How far eager's results move when the inputs move by a few parts in 1e7, about an f32
+    rounding: a program that casts to f16 and then takes a remainder (or floors, or compares)
+    turns one rounding of an exp into a step of its output, and a compiled program rounds its
+    exp otherwise than eager. Such a difference is the program's, not mind's."""
+    gen = torch.Generator().manual_seed(0)
+    nudged = [x * (1 + 3e-7 * torch.randn(x.shape, generator=gen)) for x in inputs]
+    moved = _results(run, program, nudged, train, quiet=True)
+    return [_error(a, b) for (_, a), (_, b) in zip(want, moved)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python3 -m mind.tools.program_fuzz", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--count", type=int, default=200)
+    p.add_argument("--dynamic", action="store_true", help="compile with sizes symbolic")
+    p.add_argument("--train", action="store_true", help="also compare the inputs' gradients")
+    p.add_argument("--json", type=Path, default=None, help="write every program's class as JSON")
+    args = p.parse_args(argv)
+    results: dict[int, tuple[str, str]] = {}
+    for s in range(args.seed, args.seed + args.count):
+        results[s] = kind, detail = check(s, args.dynamic, args.train)
+        if kind != "ok":
+            print(f"program {s}: {kind}: {detail}\n  {generate(s)}", flush=True)
+    counts = Counter(kind for kind, _ in results.values())
+    print(", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    if args.json:
+        args.json.write_text(json.dumps({str(s): list(r) for s, r in results.items()}, indent=1))
+    return 0 if counts["ok"] == args.count else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
