@@ -184,7 +184,9 @@ class _Exchange:
         b, scope = self.b, self.scope
         values = [self.offset, self.group, self.count]
         xo, xg, xgs = (sym(v.name) for v in values)
-        parity = Mod(sympy.floor((xo - xg) / xgs), 2)
+        # xoffset = xgroup + k*xgroups for the group's k-th row, xgroup < xgroups: k is
+        # xoffset // xgroups (a non-negative dividend, which Triton divides as floor does)
+        parity = Mod(sympy.floor(xo / xgs), 2)
         self.xslot = b.bind(scope, (parity * xgs + xg) * self.splits, values, (), "xslot")
         width = next_power_of_2(self.splits)
         lanes = b.emit(scope, "arange", [0, width], dt.i32, (width,))

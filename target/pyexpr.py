@@ -54,16 +54,36 @@ def py_float(value: float) -> str:
     return repr(value)
 
 
-def py_expr(expr: Any, names: Callable[[str], str], minmax=("tl.minimum", "tl.maximum")) -> str:
+def py_expr(
+    expr: Any,
+    names: Callable[[str], str],
+    minmax=("tl.minimum", "tl.maximum"),
+    truncating: bool = True,
+) -> str:
     """A sympy index expression as Python integer arithmetic (floor -> //, Mod -> %); Min and
-    Max call `minmax` (`min`, `max` in the host wrapper)."""
+    Max call `minmax` (`min`, `max` in the host wrapper). `truncating`: `//` and `%` round
+    toward zero, as Triton's do (C's), not toward -inf as Python's (the host wrapper's): a
+    floor or Mod whose dividend may be negative (`floor(-1/s0)`, which sympy makes of
+    `floor((p0*s0 + s0 - 1)/s0)`) is then written with a remainder made non-negative first.
+    The divisor is a size or a positive constant."""
 
     def sub(e: Any) -> str:
-        return py_expr(e, names, minmax)
+        return py_expr(e, names, minmax, truncating)
 
     def operand(e: Any) -> str:  # a product or power binds looser than // and %
         text = sub(e)
         return f"({text})" if isinstance(e, sympy.Mul | sympy.Pow) else text
+
+    def exact(dividend: sympy.Expr) -> bool:  # where // and % agree with floor and Mod
+        return not truncating or _nonnegative(dividend)
+
+    def mod(num: sympy.Expr, den: sympy.Expr) -> str:
+        n, d = operand(num), operand(den)
+        return f"({n} % {d})" if exact(num) else f"((({n} % {d}) + {d}) % {d})"
+
+    def floor_div(num: sympy.Expr, den: sympy.Expr) -> str:
+        n, d = operand(num), operand(den)
+        return f"({n} // {d})" if exact(num) else f"(({n} - {mod(num, den)}) // {d})"
 
     expr = sympy.sympify(expr)
     if expr.is_Integer:
@@ -81,12 +101,13 @@ def py_expr(expr: Any, names: Callable[[str], str], minmax=("tl.minimum", "tl.ma
         return "*".join(([str(int(coeff))] if coeff != 1 else []) + factors)
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
         return "*".join([sub(expr.base)] * int(expr.exp))
-    if isinstance(expr, sympy.floor | sympy.ceiling):
+    if isinstance(expr, sympy.floor):
+        return floor_div(*sympy.fraction(sympy.together(expr.args[0])))
+    if isinstance(expr, sympy.ceiling):  # -floor(-n/d)
         num, den = sympy.fraction(sympy.together(expr.args[0]))
-        n, d = operand(num), operand(den)
-        return f"({n} // {d})" if isinstance(expr, sympy.floor) else f"(-((-{n}) // {d}))"
+        return f"(-{floor_div(-num, den)})"
     if isinstance(expr, sympy.Mod):
-        return f"({operand(expr.args[0])} % {operand(expr.args[1])})"
+        return mod(*expr.args)
     if type(expr).__name__ in ("Min", "Max"):  # sympy's, or torch.utils._sympy's from capture
         fn = minmax[0] if type(expr).__name__ == "Min" else minmax[1]
         args = [sub(a) for a in expr.args]
@@ -97,6 +118,18 @@ def py_expr(expr: Any, names: Callable[[str], str], minmax=("tl.minimum", "tl.ma
     if isinstance(expr, sympy.Abs):
         return f"tl.abs({sub(expr.args[0])})"
     raise MindError(f"cannot emit index expression '{expr}'")
+
+
+def _nonnegative(expr: sympy.Expr) -> bool:
+    """Whether `expr` is never negative: sympy knows it (index and size symbols are declared
+    non-negative), or it is a Mod (emitted in [0, d)), or a floor, sum or product of what is."""
+    if expr.is_nonnegative or isinstance(expr, sympy.Mod):
+        return True
+    if isinstance(expr, sympy.floor):
+        return all(_nonnegative(e) for e in sympy.fraction(sympy.together(expr.args[0])))
+    if isinstance(expr, sympy.Add | sympy.Mul):
+        return all(_nonnegative(e) for e in expr.args)
+    return False
 
 
 #: the objects built from arguments (`@builtins.complex(0.0, 2.0)`) that a call passes as built
@@ -119,7 +152,7 @@ def py_literal(value: Any, name: Callable[[Value], str], device: Callable[[Devic
     if isinstance(value, float):
         return py_float(value)
     if isinstance(value, sympy.Expr):  # over size symbols, bound by name in the wrapper
-        return py_expr(value, lambda s: s, ("min", "max"))
+        return py_expr(value, lambda s: s, ("min", "max"), truncating=False)
     if isinstance(value, list):
         return "[" + ", ".join(lit(x) for x in value) + "]"
     if isinstance(value, tuple):

@@ -166,3 +166,68 @@ def test_window_partition_then_strided_merge_matches_eager():
     with no_fallback():
         got = torch.compile(merge, backend="mind")(x, w)
     torch.testing.assert_close(got, merge(x, w))
+
+
+class Truncating(int):
+    """An int whose // and % round toward zero, as Triton's (C's) do."""
+
+    def __floordiv__(self, other: int) -> Truncating:
+        q = abs(int(self)) // abs(int(other))
+        return Truncating(q if (self < 0) == (other < 0) else -q)
+
+    def __mod__(self, other: int) -> Truncating:
+        return Truncating(int(self) - int(other) * int(self // other))
+
+    def __add__(self, other: int) -> Truncating:
+        return Truncating(int(self) + int(other))
+
+    def __sub__(self, other: int) -> Truncating:
+        return Truncating(int(self) - int(other))
+
+    def __mul__(self, other: int) -> Truncating:
+        return Truncating(int(self) * int(other))
+
+    def __neg__(self) -> Truncating:
+        return Truncating(-int(self))
+
+    __radd__, __rmul__ = __add__, __mul__
+
+    def __rsub__(self, other: int) -> Truncating:
+        return Truncating(int(other) - int(self))
+
+    def __rfloordiv__(self, other: int) -> Truncating:
+        return Truncating(other) // self
+
+    def __rmod__(self, other: int) -> Truncating:
+        return Truncating(other) % self
+
+
+S = sym("s0")
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        sympy.floor((N * S + S - 1) / S),  # sympy: p0 + floor(-1/s0) + 1
+        Mod(N * S + S - 1, S),  # Mod(-1, s0) inside
+        sympy.floor((N - 5) / 3),
+        Mod(N - 5, S),
+        sympy.ceiling(N / 3),
+        sympy.ceiling((N - 7) / S),
+    ],
+    ids=str,
+)
+def test_an_emitted_index_divides_as_floor_and_mod_under_truncating_division(expr):
+    """Triton divides toward zero: a kernel's index whose dividend may be negative is written so
+    that it keeps floor's and Mod's values (`x.repeat(2, 1, 1)[..., -1:]` with sizes symbolic
+    read `-1 // s0`: 0, not -1). The host wrapper's Python divides as floor does."""
+    from mind.target.pyexpr import py_expr
+
+    kernel = py_expr(expr, lambda s: s)
+    host = py_expr(expr, lambda s: s, ("min", "max"), truncating=False)
+    for n in range(12):
+        for s in (1, 2, 3, 5):
+            want = int(expr.subs({N: n, S: s}))
+            values = {"p0": Truncating(n), "s0": Truncating(s)}
+            assert eval(kernel, {}, values) == want, (kernel, n, s)  # noqa: S307 (our own text)
+            assert eval(host, {}, {"p0": n, "s0": s}) == want, (host, n, s)  # noqa: S307
