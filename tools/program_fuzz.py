@@ -134,6 +134,28 @@ OPS: dict[str, Op] = {
     "index_select": Op(
         1, lambda p, x: x.index_select(p[0], torch.tensor([0, x.shape[p[0]] - 1, 0])), _dim
     ),
+    "stack": Op(1, lambda p, x: torch.stack([x, -x], p[0]), _dim),
+    "chunk": Op(1, lambda p, x: torch.chunk(x, 2, p[0])[-1], _dim),
+    "scatter_add": Op(
+        1, lambda p, x: x.scatter_add(p[0], torch.zeros_like(x, dtype=torch.long), x), _dim
+    ),
+    "index_add": Op(
+        1, lambda p, x: x.index_add(p[0], torch.zeros(x.shape[p[0]], dtype=torch.long), x), _dim
+    ),
+    "embedding": Op(
+        1,
+        lambda p, x: F.embedding(
+            torch.tensor([[0, 1], [1, 0]]) % x.shape[0], x.reshape(x.shape[0], -1)
+        ),
+    ),
+    "layer_norm": Op(1, lambda p, x: F.layer_norm(x, x.shape[-1:])),
+    "topk": Op(1, lambda p, x: torch.topk(x, 1, p[0]).values, _dim),
+    "sort": Op(1, lambda p, x: torch.sort(x, p[0]).values, _dim),
+    "cummax": Op(1, lambda p, x: torch.cummax(x, p[0]).values, _dim),
+    "masked_fill": Op(1, lambda p, x: x.masked_fill(x < -0.5, -1e4)),
+    "add_inplace": Op(1, lambda p, x: x.clone().mul_(2).add_(1)),
+    "floor_divide": Op(1, lambda p, x: torch.floor_divide((x * 8).to(torch.int64), 3).float()),
+    "nan_to_num": Op(1, lambda p, x: torch.nan_to_num(torch.log(x), neginf=-5.0)),
     "gather_reversed": Op(
         1,
         lambda p, x: torch.gather(
