@@ -30,7 +30,7 @@ def test_programs_are_data_drawn_from_the_seed():
     "wrong, found",
     [
         (lambda out: out + 1, "output 0: off by 1"),
-        (lambda out: out + (out - out.detach()), "gradient of input 0: off by"),  # grads doubled
+        (lambda out: out + (out - out.detach()), "gradient of input "),  # grads doubled
     ],
     ids=["output", "gradient"],
 )

@@ -5,7 +5,8 @@ eager's results, without falling back to eager.
                                        [--json out.json]
 
 A program is data (`Program`): its inputs' shapes (some dims 1, so that they broadcast; the
-first input transposed in memory now and then) and two to seven steps, each an op of `OPS` on
+first input transposed in memory now and then) and dtype (f32, bf16 or f16), and two to seven
+steps, each an op of `OPS` on
 earlier values with its parameters (a dim, keepdim, ...). Generating runs each step eagerly and
 keeps only steps eager accepts, so every program is valid. `run` interprets a program with
 nothing random left, which Dynamo traces as straight-line code; the program returns its last
@@ -13,8 +14,9 @@ value and its first step's, two outputs of the one graph. With `--train` the inp
 of a loss over both outputs are compared too (a backward graph). Each program lands in one
 class:
 
-    ok        the same shapes, dtypes and values as eager: within 1e-3, or within twice what
-              eager's own values move when its inputs move by about an f32 rounding
+    ok        the same shapes, dtypes and values as eager: within 1e-3 (two roundings of a
+              narrower dtype), or within twice what eager's own values move when its inputs
+              move by about a rounding of their dtype
     mismatch  a shape, dtype or value differs          fallback  mind ran a graph eagerly
     error     compiling or running raised
 
@@ -39,6 +41,8 @@ import torch.nn.functional as F
 
 #: sizes a dim takes: 1 (broadcasts, and views of it read one element), powers of two, odd ones
 SIZES = (1, 2, 3, 5, 8, 16, 17, 33)
+#: the inputs' dtypes, f32 the most often
+DTYPES = ("float32", "float32", "float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -168,15 +172,18 @@ OPS: dict[str, Op] = {
 @dataclass(frozen=True)
 class Program:
     """Inputs' shapes (the first transposed in memory when `strided`) and steps: (op name,
-    indexes of the values it takes, its parameters); value i < len(shapes) is input i."""
+    indexes of the values it takes, its parameters); value i < len(shapes) is input i. The
+    inputs are of `dtype` (torch's name)."""
 
     shapes: tuple[tuple[int, ...], ...]
     strided: bool
     steps: tuple[tuple[str, tuple[int, ...], tuple], ...]
+    dtype: str = "float32"
 
     def inputs(self, seed: int) -> list[torch.Tensor]:
         gen = torch.Generator().manual_seed(seed)
-        xs = [torch.randn(s, generator=gen) for s in self.shapes]
+        dtype = getattr(torch, self.dtype)
+        xs = [torch.randn(s, generator=gen).to(dtype) for s in self.shapes]
         if self.strided and xs[0].dim() >= 2:
             xs[0] = xs[0].transpose(0, 1).contiguous().transpose(0, 1)
         return xs
@@ -197,7 +204,7 @@ def generate(seed: int) -> Program:
     shapes = tuple(
         tuple(1 if r.random() < 0.25 else n for n in base) for _ in range(r.randint(1, 3))
     )
-    program = Program(shapes, r.random() < 0.3, ())
+    program = Program(shapes, r.random() < 0.3, (), r.choice(DTYPES))
     values = program.inputs(seed)
     steps: list = []
     names, length = sorted(OPS), r.randint(2, 7)
@@ -217,7 +224,7 @@ def generate(seed: int) -> Program:
             continue
         values.append(out)
         steps.append((name, operands, params))
-    return Program(shapes, program.strided, tuple(steps))
+    return Program(shapes, program.strided, tuple(steps), program.dtype)
 
 
 def check(seed: int, dynamic: bool = False, train: bool = False) -> tuple[str, str]:
@@ -240,7 +247,8 @@ def check(seed: int, dynamic: bool = False, train: bool = False) -> tuple[str, s
     for i, ((what, a), (_, b)) in enumerate(zip(want, got)):
         if a.shape != b.shape or a.dtype != b.dtype:
             return "mismatch", f"{what}: {b.dtype}{list(b.shape)}, eager {a.dtype}{list(a.shape)}"
-        if not torch.allclose(a, b, rtol=1e-3, atol=1e-3, equal_nan=True):
+        tol = max(1e-3, 2 * _eps(a.dtype))  # (f32: 1e-3; bf16: two roundings)
+        if not torch.allclose(a, b, rtol=tol, atol=tol, equal_nan=True):
             err, noise = _error(a, b), _sensitivity(program, inputs, train, want)[i]
             if err <= 2 * noise:
                 continue
@@ -281,14 +289,23 @@ def _error(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _sensitivity(program: Program, inputs: list, train: bool, want: Results) -> list[float]:
-    """How far eager's results move when the inputs move by a few parts in 1e7, about an f32
-    rounding: a program that casts to f16 and then takes a remainder (or floors, or compares)
-    turns one rounding of an exp into a step of its output, and a compiled program rounds its
-    exp otherwise than eager. Such a difference is the program's, not mind's."""
+    """How far eager's results move when the inputs move by about a rounding of their dtype
+    (one part in 1e7 for f32): a program that casts to f16 and then takes a remainder (or
+    floors, or compares) turns one rounding of an exp into a step of its output, and a compiled
+    program rounds its exp otherwise than eager; one in bf16 rounds each op's result where a
+    compiled one keeps f32 between fused ops. Such a difference is the program's, not mind's."""
     gen = torch.Generator().manual_seed(0)
-    nudged = [x * (1 + 3e-7 * torch.randn(x.shape, generator=gen)) for x in inputs]
+    nudged = [
+        (x.double() * (1 + _eps(x.dtype) * torch.randn(x.shape, generator=gen))).to(x.dtype)
+        for x in inputs
+    ]
     moved = _results(run, program, nudged, train, quiet=True)
     return [_error(a, b) for (_, a), (_, b) in zip(want, moved)]
+
+
+def _eps(dtype: torch.dtype) -> float:
+    """About one rounding of `dtype` (1e-7 for f32, 8e-3 for bf16), 0 for integers."""
+    return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
