@@ -68,7 +68,7 @@ def mind_backend(
         if dump.directory:
             dump.stage("fx", fx_ir())
         from mind.passes.attention_masks import simplify_attention_masks
-        from mind.passes.to_aten import aten_graphs  # loads every pass: a broken one falls back
+        from mind.passes.to_aten import aten_graphs  # (a broken pass module falls back)
 
         if opts.attention_masks and simplify_attention_masks(gm) and dump.directory:
             dump.stage("fx", fx_ir(), "attention-masks")

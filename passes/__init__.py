@@ -1,25 +1,19 @@
-"""Every pass registers itself on import; importing this package loads them all. Pass modules
-import nothing heavy at the top: the torch-bound work (AOTAutograd, the lowering registry in
-`lowerings/`) loads when a pass that needs it runs."""
-
-import importlib
-import pkgutil
+"""The passes, each registered by its module on import. Importing this package imports none
+of them: `make_pass` (through it every pipeline) and `PASSES` import them all on first use.
+Pass modules import nothing heavy at the top: the torch-bound work (AOTAutograd, the lowering
+registry in `lowerings/`) loads when a pass that needs it runs."""
 
 from .manager import (
-    PASSES,
     GraphPass,
     Pass,
     PassManager,
     make_pass,
     option,
     parse_pipeline,
+    registered,
     resolve_pipeline,
     run_pipeline,
 )
-
-for _module in pkgutil.iter_modules(__path__):
-    if not _module.ispkg:
-        importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "PASSES",
@@ -29,6 +23,13 @@ __all__ = [
     "make_pass",
     "option",
     "parse_pipeline",
+    "registered",
     "resolve_pipeline",
     "run_pipeline",
 ]
+
+
+def __getattr__(name: str):
+    if name == "PASSES":  # every pass, by name: their modules imported now
+        return registered()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

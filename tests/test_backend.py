@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -278,6 +281,26 @@ def test_symbolic_sizes_match_eager_without_fallback():
             inputs = tuple(torch.randn(rows, cols) for _ in range(3))
             torch.testing.assert_close(compiled(*inputs), seed(*inputs))
     assert not [w for w in caught if issubclass(w.category, MindFallbackWarning)]
+
+
+def test_a_process_whose_graphs_come_from_the_cache_imports_no_pass():
+    """The default pipeline is checked here, not at each start: the check imports every pass
+    (0.38 s of a warm first call on an H100 host), and a graph found in the cache runs none.
+    What the backend imports before it knows whether to compile: options, capture, to-aten."""
+    from mind.options import PIPELINE, check_pipeline
+
+    check_pipeline(PIPELINE, "PIPELINE")  # brings aten IR to triton IR, or raises
+    code = (
+        "import sys, mind.backend, mind.passes.to_aten, mind.passes.attention_masks\n"
+        "from mind.options import resolve_options\n"
+        "resolve_options(); resolve_options('max-autotune')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('mind.passes.')))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MIND_PIPELINE"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.split("\n")[-2] == str(
+        ["mind.passes.attention_masks", "mind.passes.manager", "mind.passes.to_aten"]
+    ), out.stderr
 
 
 def test_pipeline_comes_from_the_environment(monkeypatch):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mind.passes.manager import PASSES
+from mind.passes import PASSES
 from mind.target import triton as triton_target
 from mind.tools import fuzz, mind_opt, mind_translate
 
