@@ -28,6 +28,7 @@ kernels run in Triton's interpreter; tests/test_program_fuzz.py runs a fixed-see
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import random
@@ -228,7 +229,7 @@ def generate(seed: int) -> Program:
             continue
         values.append(out)
         steps.append((name, operands, params))
-    return Program(shapes, program.strided, tuple(steps), program.dtype)
+    return dataclasses.replace(program, steps=tuple(steps))
 
 
 def check(seed: int, dynamic: bool = False, train: bool = False) -> tuple[str, str]:
