@@ -65,7 +65,9 @@ def py_expr(
     toward zero, as Triton's do (C's), not toward -inf as Python's (the host wrapper's): a
     floor or Mod whose dividend may be negative (`floor(-1/s0)`, which sympy makes of
     `floor((p0*s0 + s0 - 1)/s0)`) is then written with a remainder made non-negative first.
-    The divisor is a size or a positive constant."""
+    The divisor is a size or a positive constant. Written inline, not as a call of
+    `triton_helpers.floordiv` or `remainder` (Python's semantics too): an index's operands may
+    be plain ints (`-1 // s0`), which a jit helper takes as constexprs without a dtype."""
 
     def sub(e: Any) -> str:
         return py_expr(e, names, minmax, truncating)
