@@ -5,6 +5,7 @@ failing."""
 from __future__ import annotations
 
 import pytest
+import torch
 from mind.tools import program_fuzz
 from mind.tools.program_fuzz import Program
 
@@ -16,6 +17,17 @@ from mind.tools.program_fuzz import Program
 )
 def test_a_fixed_slice_of_programs_matches_eager(dynamic, train):
     results = {s: program_fuzz.check(s, dynamic, train) for s in range(5)}
+    assert all(kind == "ok" for kind, _ in results.values()), results
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.usefixtures("compiled_for_the_gpu")
+@pytest.mark.parametrize("train", [False, True], ids=["infer", "train"])
+def test_on_the_gpu_a_slice_of_programs_matches_eager(train):
+    """Compiled Triton kernels, not the interpreter: C's integer division, real fp16/bf16
+    arithmetic and CUDA eager's own kernels are what the CPU slice cannot see."""
+    results = {s: program_fuzz.check(s, train=train, device="cuda") for s in range(20)}
     assert all(kind == "ok" for kind, _ in results.values()), results
 
 

@@ -2,7 +2,7 @@
 eager's results, without falling back to eager.
 
     python3 -m mind.tools.program_fuzz [--seed 0] [--count 200] [--dynamic] [--train]
-                                       [--json out.json]
+                                       [--device cuda] [--json out.json]
 
 A program is data (`Program`): its inputs' shapes (some dims 1, so that they broadcast; the
 first input transposed in memory now and then) and dtype (f32, bf16 or f16), and two to seven
@@ -139,7 +139,9 @@ OPS: dict[str, Op] = {
     "repeat": Op(1, lambda p, x: x.repeat(2, *[1] * (x.dim() - 1))),
     "contiguous": Op(1, lambda p, x: x.contiguous()),
     "index_select": Op(
-        1, lambda p, x: x.index_select(p[0], torch.tensor([0, x.shape[p[0]] - 1, 0])), _dim
+        1,
+        lambda p, x: x.index_select(p[0], torch.tensor([0, x.shape[p[0]] - 1, 0], device=x.device)),
+        _dim,
     ),
     "stack": Op(1, lambda p, x: torch.stack([x, -x], p[0]), _dim),
     "chunk": Op(1, lambda p, x: torch.chunk(x, 2, p[0])[-1], _dim),
@@ -147,12 +149,16 @@ OPS: dict[str, Op] = {
         1, lambda p, x: x.scatter_add(p[0], torch.zeros_like(x, dtype=torch.long), x), _dim
     ),
     "index_add": Op(
-        1, lambda p, x: x.index_add(p[0], torch.zeros(x.shape[p[0]], dtype=torch.long), x), _dim
+        1,
+        lambda p, x: x.index_add(
+            p[0], torch.zeros(x.shape[p[0]], dtype=torch.long, device=x.device), x
+        ),
+        _dim,
     ),
     "embedding": Op(
         1,
         lambda p, x: F.embedding(
-            torch.tensor([[0, 1], [1, 0]]) % x.shape[0], x.reshape(x.shape[0], -1)
+            torch.tensor([[0, 1], [1, 0]], device=x.device) % x.shape[0], x.reshape(x.shape[0], -1)
         ),
     ),
     "layer_norm": Op(1, lambda p, x: F.layer_norm(x, x.shape[-1:])),
@@ -168,7 +174,7 @@ OPS: dict[str, Op] = {
     "gather_reversed": Op(
         1,
         lambda p, x: torch.gather(
-            x, -1, torch.arange(x.shape[-1]).flip(0).expand(x.shape).contiguous()
+            x, -1, torch.arange(x.shape[-1], device=x.device).flip(0).expand(x.shape).contiguous()
         ),
     ),
 }
@@ -232,13 +238,17 @@ def generate(seed: int) -> Program:
     return dataclasses.replace(program, steps=tuple(steps))
 
 
-def check(seed: int, dynamic: bool = False, train: bool = False) -> tuple[str, str]:
-    """(class, detail) of program `seed` compiled by mind against eager; with `train`, also the
-    inputs' gradients of a loss over the outputs (the backward graph compiled too)."""
+def check(
+    seed: int, dynamic: bool = False, train: bool = False, device: str = "cpu"
+) -> tuple[str, str]:
+    """(class, detail) of program `seed` compiled by mind against eager, both on `device`; with
+    `train`, also the inputs' gradients of a loss over the outputs (the backward graph compiled
+    too). The program and its inputs are drawn on the CPU, so a seed names one program on any
+    device."""
     from mind.fallback import MindFallbackWarning
 
     program = generate(seed)
-    inputs = program.inputs(seed)
+    inputs = [x.to(device) for x in program.inputs(seed)]
     want = _results(run, program, inputs, train, quiet=True)
     torch._dynamo.reset()
     compiled = torch.compile(run, backend="mind", dynamic=dynamic)
@@ -281,15 +291,16 @@ def _results(fn: Callable, program: Program, inputs: list, train: bool, quiet=Fa
         named = [(f"output {i}", out.detach()) for i, out in enumerate(outs)]
         if not train:
             return named
-        terms = [(out.double() * _weights(out.shape)).sum() for out in outs if out.requires_grad]
+        terms = [(out.double() * _weights(out)).sum() for out in outs if out.requires_grad]
         if terms:
             sum(terms).backward()
     grads = [x.grad if x.grad is not None else torch.zeros_like(x) for x in xs]
     return named + [(f"gradient of input {j}", g) for j, g in enumerate(grads)]
 
 
-def _weights(shape: torch.Size) -> torch.Tensor:
-    return torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+def _weights(out: torch.Tensor) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(1)
+    return torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.device)
 
 
 def _error(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -304,7 +315,9 @@ def _nudged(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
     that is the program's, not mind's."""
     gen = torch.Generator().manual_seed(0)
     return [
-        (x.double() * (1 + _eps(x.dtype) * torch.randn(x.shape, generator=gen))).to(x.dtype)
+        (x.double() * (1 + _eps(x.dtype) * torch.randn(x.shape, generator=gen).to(x.device))).to(
+            x.dtype
+        )
         for x in inputs
     ]
 
@@ -342,10 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dynamic", action="store_true", help="compile with sizes symbolic")
     p.add_argument("--train", action="store_true", help="also compare the inputs' gradients")
     p.add_argument("--json", type=Path, default=None, help="write every program's class as JSON")
+    p.add_argument("--device", default="cpu", help="where eager and mind run (cpu, cuda)")
     args = p.parse_args(argv)
     results: dict[int, tuple[str, str]] = {}
     for s in range(args.seed, args.seed + args.count):
-        results[s] = kind, detail = check(s, args.dynamic, args.train)
+        results[s] = kind, detail = check(s, args.dynamic, args.train, args.device)
         if kind != "ok":
             print(f"program {s}: {kind}: {detail}\n  {generate(s)}", flush=True)
     counts = Counter(kind for kind, _ in results.values())
