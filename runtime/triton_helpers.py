@@ -81,13 +81,11 @@ def floordiv(a, b):
 
 @triton.jit
 def remainder(a, b):
-    """Python's a % b: the sign of the divisor."""
-    if a.dtype.is_floating():
-        r = a - b * tl.floor(a / b)
-    else:
-        r = a % b
-        r = tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
-    return r
+    """Python's a % b: the sign of the divisor. From C's remainder (`%`, fmod on floats, exact) as
+    eager computes it; `a - b * floor(a / b)` rounds the quotient (7.0 % 0.7 gave 0, eager 1.2e-7)
+    and loses all digits once a / b passes 2**24."""
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 
 @triton.jit

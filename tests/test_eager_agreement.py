@@ -83,6 +83,21 @@ CASES = {
         lambda a, b: (a**b, a**0, a**7, 2**b, a.to(torch.uint8) ** 5, a**2.5, a.float() ** b),
         lambda: (torch.arange(-4, 4), torch.arange(8) % 5),
     ),
+    # a float remainder is C's fmod (exact) made to take the divisor's sign, as eager's kernel:
+    # `a - b * floor(a / b)` was 0 for 7 % 0.7 and off by up to b past a / b = 2**24
+    "remainder_float": (
+        lambda x: (x % 0.7, x % -3.0, torch.fmod(x, 0.7)),
+        lambda: (torch.tensor([7.0, 1e8, -1e8, 3.5, -3.5, 2.1, 0.0, 12345.678]),),
+    ),
+    # fmod and remainder read a number in the tensor's dtype (CPU and CUDA kernels alike): a
+    # bf16 remainder by 0.7 divides by 0.69921875, so 1.3984375 % 0.7 is 0 and not 0.69921875
+    **{
+        f"remainder_by_a_number_{d}": (
+            lambda x: (x % 0.7, torch.fmod(x, -0.7), x % 257),
+            lambda d=d: (torch.tensor([1.3984375, 2.09375, -1.3984375, 5.0, 7.0, 300.0]).to(d),),
+        )
+        for d in (torch.bfloat16, torch.float16)
+    },
     # a scalar operand wraps around into the tensor's integer dtype, as eager converts it
     "int_scalar_wraps": (
         lambda x: (

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from mind.dialects.torch_types import to_torch
 from mind.ir import dtypes as dt
 from mind.ir.dtypes import DType
 
@@ -26,12 +27,30 @@ def elementwise(ctx, args: list, compute: DType, fn: ScalarFn):
     return ctx.pointwise(out.dtype, out.shape, body)
 
 
-def register_scalar(packet, fn: ScalarFn, compute: Callable[[tuple], DType]) -> None:
-    """Lower every overload of `packet` to `fn` over operands cast to `compute(args)`."""
+def register_scalar(
+    packet, fn: ScalarFn, compute: Callable[[tuple], DType], numbers_rounded: bool = False
+) -> None:
+    """Lower every overload of `packet` to `fn` over operands cast to `compute(args)`; with
+    `numbers_rounded`, a Python number operand first rounded to the result's dtype."""
 
     @register_lowering(packet, number_self=True)
     def lower(ctx, *args):
+        if numbers_rounded:
+            args = tuple(_in_dtype(a, ctx.out.dtype) for a in args)
         return elementwise(ctx, list(args), compute(args), fn)
+
+
+#: ops whose eager kernels, on CPU and CUDA, read a number operand in the tensor's dtype (CUDA's
+#: `gpu_kernel_with_scalars` over scalar_t) though they compute in f32: a bf16 remainder by 0.7
+#: divides by 0.69921875, and near a multiple of it the result differs by up to the divisor
+NUMBERS_ROUNDED = ("fmod", "remainder")
+
+
+def _in_dtype(x, dtype: DType):
+    """A Python float or int operand as `dtype` holds it (bf16: 0.7 is 0.69921875)."""
+    if is_tensor(x) or not dtype.is_floating_point or not isinstance(x, (int, float)):
+        return x
+    return torch.tensor(x, dtype=torch.float64).to(to_torch(dtype)).item()
 
 
 def promoted(kind) -> Callable[[tuple], DType]:
@@ -102,7 +121,7 @@ PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", 
 LOGICAL = ("logical_and", "logical_or", "logical_xor", "logical_not")
 
 for _name, (_scalar, _kind) in SCALAR_TABLE.items():
-    register_scalar(getattr(aten, _name), _op(_scalar), promoted(_kind))
+    register_scalar(getattr(aten, _name), _op(_scalar), promoted(_kind), _name in NUMBERS_ROUNDED)
 for _overload, _name in ((aten.max.other, "maximum"), (aten.min.other, "minimum")):
     register_scalar(_overload, _op(_name), promoted(KIND.DEFAULT))
 register_scalar(aten.nextafter, _op("nextafter"), in_result_dtype)
