@@ -31,6 +31,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 import random
 import sys
 import warnings
@@ -42,8 +43,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-#: sizes a dim takes: 1 (broadcasts, and views of it read one element), powers of two, odd ones
+#: sizes a dim takes: 1 (broadcasts, and views of it read one element), powers of two, odd ones,
+#: and now and then a long one (LONG: reductions over it loop, and scans run in several blocks)
 SIZES = (1, 2, 3, 5, 8, 16, 17, 33)
+LONG, MAX_NUMEL = 1031, 1 << 16
 #: the inputs' dtypes, f32 the most often
 DTYPES = ("float32", "float32", "float32", "bfloat16", "float16")
 
@@ -177,6 +180,72 @@ OPS: dict[str, Op] = {
             x, -1, torch.arange(x.shape[-1], device=x.device).flip(0).expand(x.shape).contiguous()
         ),
     ),
+    # more elementwise
+    "softplus": _unary(F.softplus),
+    "hardswish": _unary(F.hardswish),
+    "leaky_relu": _unary(lambda x: F.leaky_relu(x, 0.1)),
+    "elu": _unary(F.elu),
+    "mish": _unary(F.mish),
+    "logsigmoid": _unary(F.logsigmoid),
+    "expm1": _unary(torch.expm1),
+    "round": _unary(lambda x: torch.round(x * 4)),
+    "trunc_div": _binary(lambda x, y: torch.div(x, y.abs() + 0.5, rounding_mode="trunc")),
+    "floor_div": _binary(lambda x, y: torch.div(x, y.abs() + 0.5, rounding_mode="floor")),
+    "lerp": _binary(lambda x, y: torch.lerp(x, y, 0.3)),
+    "addcmul": _binary(lambda x, y: torch.addcmul(x, x, y, value=0.5)),
+    "clamp_tensor": _binary(lambda x, y: torch.clamp(x, min=y)),
+    "isfinite": _unary(lambda x: torch.isfinite(x / (x - x.detach())).float()),
+    "logical": _binary(lambda x, y: torch.logical_and(x > 0, y < 0.5).float()),
+    "where_scalar": _unary(lambda x: torch.where(x > 0, x, 0.0)),
+    "fmod": _unary(lambda x: torch.fmod(x, -0.6)),
+    "full_like": _unary(lambda x: x + torch.full_like(x, 2.0)),
+    "arange_add": _unary(lambda x: x + torch.arange(x.shape[-1], device=x.device)),
+    # more reductions, scans and norms
+    "sum_all": _unary(torch.sum),
+    "amax_all": _unary(torch.amax),
+    "mean_dims": _unary(lambda x: x.mean((0, -1), keepdim=True)),
+    "min_indices": Op(1, lambda p, x: torch.min(x, p[0]).indices.float(), _dim),
+    "var_biased": _reduction(lambda x, d, keepdim: torch.var(x, d, keepdim=keepdim, correction=0)),
+    "cumprod": Op(1, lambda p, x: torch.cumprod(x.clamp(-1.2, 1.2), p[0]), _dim),
+    "logcumsumexp": Op(1, lambda p, x: torch.logcumsumexp(x, p[0]), _dim),
+    "cummin": Op(1, lambda p, x: torch.cummin(x, p[0]).values, _dim),
+    "argsort": Op(1, lambda p, x: torch.argsort(x, dim=p[0], stable=True).float(), _dim),
+    "rms_norm": Op(1, lambda p, x: F.rms_norm(x, x.shape[-1:])),
+    "group_norm": Op(1, lambda p, x: F.group_norm(x, 1)),
+    "batch_norm": Op(1, lambda p, x: F.batch_norm(x, None, None, training=True)),
+    "cross_entropy": Op(1, lambda p, x: F.cross_entropy(x, x.argmax(1))),
+    "one_hot": Op(1, lambda p, x: F.one_hot(x.argmax(-1), x.shape[-1]).float() * x),
+    "bucketize": Op(
+        1,
+        lambda p, x: torch.bucketize(x, torch.tensor([-1.0, 0.0, 0.5], device=x.device)).float(),
+    ),
+    # more views and data movement
+    "select": Op(1, lambda p, x: x.select(p[0], -1), _dim),
+    "squeeze": Op(1, lambda p, x: x.squeeze()),
+    "tril": Op(1, lambda p, x: torch.tril(x, -1)),
+    "diagonal": Op(1, lambda p, x: torch.diagonal(x, 0, 0, -1)),
+    "diff": Op(1, lambda p, x: torch.diff(x, dim=p[0]), _dim),
+    "unfold": Op(1, lambda p, x: x.unfold(p[0], 2, 1), _dim),
+    "transpose_reshape": Op(1, lambda p, x: x.transpose(0, -1).reshape(-1, x.shape[0])),
+    "unbind_sum": Op(1, lambda p, x: sum(torch.unbind(x, p[0])), _dim),
+    "max_pool": Op(1, lambda p, x: F.max_pool1d(x, 2, 1)),
+    "avg_pool": Op(1, lambda p, x: F.avg_pool1d(x, 3, 2, 1)),
+    "interpolate": Op(1, lambda p, x: F.interpolate(x, scale_factor=2, mode="linear")),
+    "bmm": _binary(lambda x, y: torch.matmul(x, y.mT.flip(-1))),
+    "sdpa": Op(1, lambda p, x: F.scaled_dot_product_attention(x, x, x)),
+    "scatter_amax": Op(
+        1,
+        lambda p, x: x.scatter_reduce(
+            p[0], torch.zeros_like(x, dtype=torch.long), x, "amax", include_self=False
+        ),
+        _dim,
+    ),
+    "index_put": Op(
+        1,
+        lambda p, x: x.clone().index_put_(
+            (torch.tensor([0, 0], device=x.device),), x[:1].expand(2, *x.shape[1:]), accumulate=True
+        ),
+    ),
 }
 
 
@@ -211,7 +280,9 @@ def run(program: Program, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 def generate(seed: int) -> Program:
     """A random valid program: each step drawn until eager runs it (on the values so far)."""
     r = random.Random(seed)
-    base = [r.choice(SIZES) for _ in range(r.randint(1, 4))]
+    base = [r.choice(SIZES) if r.random() < 0.9 else LONG for _ in range(r.randint(1, 4))]
+    if math.prod(base) > MAX_NUMEL:
+        base = [min(n, SIZES[-1]) for n in base]
     shapes = tuple(
         tuple(1 if r.random() < 0.25 else n for n in base) for _ in range(r.randint(1, 3))
     )
@@ -231,7 +302,7 @@ def generate(seed: int) -> Program:
                 out = op.apply(params, *xs)
         except (RuntimeError, IndexError, ValueError):
             continue
-        if out.numel() > 1 << 16:
+        if out.numel() > MAX_NUMEL:
             continue
         values.append(out)
         steps.append((name, operands, params))
