@@ -107,8 +107,21 @@ def decompositions() -> dict:
         if op in ours or getattr(op, "overloadpacket", None) in ours
     )
     remove_decompositions(table, [getattr(t, "default", t) for t in excluded])
+    table = {op: partial(_or_the_op, rule) for op, rule in table.items()}
     table.update(RULES)
     return table
+
+
+def _or_the_op(rule: Callable, *args, **kwargs):
+    """torch's `rule`, or where it refuses what eager takes, the op itself (NotImplemented:
+    make_fx then traces the op undecomposed, and it lowers or runs in ATen). The references
+    check more than the kernels: `addcmul(int, int, int, value=0.5)` raises in `_refs.addcmul`
+    ("cannot be safely cast") while eager truncates the value; the op's own meta still raises
+    whatever eager raises."""
+    try:
+        return rule(*args, **kwargs)
+    except (ValueError, TypeError):
+        return NotImplemented
 
 
 def _aten_op(name: str):

@@ -98,6 +98,12 @@ CASES = {
         )
         for d in (torch.bfloat16, torch.float16)
     },
+    # torch's reference rule refuses what eager takes ("cannot be safely cast"): the op is kept
+    # undecomposed and runs in ATen, where eager truncates the value to 0
+    "addcmul_int_by_a_float_value": (
+        lambda x: torch.addcmul(x, x, x, value=0.5) * 2,
+        lambda: (torch.tensor([1, 2, 3, -4]),),
+    ),
     # a scalar operand wraps around into the tensor's integer dtype, as eager converts it
     "int_scalar_wraps": (
         lambda x: (
