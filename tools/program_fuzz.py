@@ -4,15 +4,14 @@ eager's results, without falling back to eager.
     python3 -m mind.tools.program_fuzz [--seed 0] [--count 200] [--dynamic] [--train]
                                        [--device cuda] [--json out.json]
 
-A program is data (`Program`): its inputs' shapes (some dims 1, so that they broadcast; the
-first input transposed in memory now and then) and dtype (f32, bf16 or f16), and two to seven
-steps, each an op of `OPS` on
-earlier values with its parameters (a dim, keepdim, ...). Generating runs each step eagerly and
-keeps only steps eager accepts, so every program is valid. `run` interprets a program with
-nothing random left, which Dynamo traces as straight-line code; the program returns its last
-value and its first step's, two outputs of the one graph. With `--train` the inputs' gradients
-of a loss over both outputs are compared too (a backward graph). Each program lands in one
-class:
+A program is data (`Program`): its inputs' shapes (some dims 1, so that they broadcast, now and
+then one long; the first input transposed in memory now and then) and dtype (f32, bf16, f16, i32
+or i64), and two to seven steps, each an op of `OPS` on earlier values with its parameters (a
+dim, keepdim, ...). Generating runs each step eagerly and keeps only steps eager accepts, so
+every program is valid. `run` interprets a program with nothing random left, which Dynamo traces
+as straight-line code; the program returns its last value and its first step's, two outputs of
+the one graph. With `--train` the float inputs' gradients of a loss over both outputs are
+compared too (a backward graph). Each program lands in one class:
 
     ok        the same shapes, dtypes and values as eager: within 1e-3 (two roundings of a
               narrower dtype), or within twice what eager's own values move when its inputs
@@ -47,8 +46,8 @@ import torch.nn.functional as F
 #: and now and then a long one (LONG: reductions over it loop, and scans run in several blocks)
 SIZES = (1, 2, 3, 5, 8, 16, 17, 33)
 LONG, MAX_NUMEL = 1031, 1 << 16
-#: the inputs' dtypes, f32 the most often
-DTYPES = ("float32", "float32", "float32", "bfloat16", "float16")
+#: the inputs' dtypes, f32 the most often; integer inputs take values from about -8 to 8
+DTYPES = ("float32",) * 4 + ("bfloat16", "float16", "int32", "int64")
 
 
 @dataclass(frozen=True)
@@ -263,7 +262,8 @@ class Program:
     def inputs(self, seed: int) -> list[torch.Tensor]:
         gen = torch.Generator().manual_seed(seed)
         dtype = getattr(torch, self.dtype)
-        xs = [torch.randn(s, generator=gen).to(dtype) for s in self.shapes]
+        scale = 1 if dtype.is_floating_point else 4
+        xs = [(scale * torch.randn(s, generator=gen)).to(dtype) for s in self.shapes]
         if self.strided and xs[0].dim() >= 2:
             xs[0] = xs[0].transpose(0, 1).contiguous().transpose(0, 1)
         return xs
@@ -354,7 +354,7 @@ def _results(fn: Callable, program: Program, inputs: list, train: bool, quiet=Fa
     """`fn(program, *inputs)`'s outputs, named; with `train`, then the inputs' gradients of
     sum(output * W) over the outputs, W fixed random weights. `quiet`: without eager's own
     warnings (std of one element)."""
-    xs = [x.detach().requires_grad_(train) for x in inputs]
+    xs = [x.detach().requires_grad_(train and x.is_floating_point()) for x in inputs]
     with warnings.catch_warnings():
         if quiet:
             warnings.simplefilter("ignore", UserWarning)
