@@ -252,12 +252,15 @@ OPS: dict[str, Op] = {
 class Program:
     """Inputs' shapes (the first transposed in memory when `strided`) and steps: (op name,
     indexes of the values it takes, its parameters); value i < len(shapes) is input i. The
-    inputs are of `dtype` (torch's name)."""
+    inputs are of `dtype` (torch's name). With `mutates`, the program ends by writing its last
+    input in place, as a model updates a buffer: outputs that are views of it show the new
+    values, the others were computed from the old ones."""
 
     shapes: tuple[tuple[int, ...], ...]
     strided: bool
     steps: tuple[tuple[str, tuple[int, ...], tuple], ...]
     dtype: str = "float32"
+    mutates: bool = False
 
     def inputs(self, seed: int) -> list[torch.Tensor]:
         gen = torch.Generator().manual_seed(seed)
@@ -274,6 +277,8 @@ def run(program: Program, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     values = list(inputs)
     for name, operands, params in program.steps:
         values.append(OPS[name].apply(params, *(values[i] for i in operands)))
+    if program.mutates and not inputs[-1].requires_grad:  # (a leaf that needs grad can't be)
+        inputs[-1].mul_(-2).add_(1)
     return values[-1], values[len(inputs)]
 
 
@@ -286,7 +291,7 @@ def generate(seed: int) -> Program:
     shapes = tuple(
         tuple(1 if r.random() < 0.25 else n for n in base) for _ in range(r.randint(1, 3))
     )
-    program = Program(shapes, r.random() < 0.3, (), r.choice(DTYPES))
+    program = Program(shapes, r.random() < 0.3, (), r.choice(DTYPES), r.random() < 0.2)
     values = program.inputs(seed)
     steps: list = []
     names, length = sorted(OPS), r.randint(2, 7)
@@ -351,15 +356,17 @@ Results = list[tuple[str, torch.Tensor]]
 
 
 def _results(fn: Callable, program: Program, inputs: list, train: bool, quiet=False) -> Results:
-    """`fn(program, *inputs)`'s outputs, named; with `train`, then the inputs' gradients of
-    sum(output * W) over the outputs, W fixed random weights. `quiet`: without eager's own
-    warnings (std of one element)."""
-    xs = [x.detach().requires_grad_(train and x.is_floating_point()) for x in inputs]
+    """`fn(program, *inputs)`'s outputs and then its inputs, named (on copies: a program may
+    write an input); with `train`, then the inputs' gradients of sum(output * W) over the
+    outputs, W fixed random weights. `quiet`: without eager's own warnings (std of one
+    element)."""
+    xs = [x.detach().clone().requires_grad_(train and x.is_floating_point()) for x in inputs]
     with warnings.catch_warnings():
         if quiet:
             warnings.simplefilter("ignore", UserWarning)
         outs = fn(program, *xs)
         named = [(f"output {i}", out.detach()) for i, out in enumerate(outs)]
+        named += [(f"input {j} after the call", x.detach()) for j, x in enumerate(xs)]
         if not train:
             return named
         terms = [(out.double() * _weights(out)).sum() for out in outs if out.requires_grad]
