@@ -7,16 +7,17 @@ the flat offset its strides give.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import TypeVar
 
 import sympy
-from mind.dialects.loops import Load, Pointwise, View, is_buffer
-from mind.ir.core import Block, Operation, Value
+from mind.dialects.loops import Load, Pointwise, View, Yield, is_buffer
+from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.symbols import IntLike, Mod, as_int_like, sym
-from mind.ir.types import TensorType, contiguous_strides
+from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
 T = TypeVar("T", bound=Operation)
 
@@ -188,6 +189,27 @@ def element_reads(value: Value, index: Index) -> Iterator[tuple[Value, IntLike]]
             yield from element_reads(load.source, [substitute(e, mapping) for e in load.index])
         else:  # a buffer's flat offset
             yield load.source, substitute(load.index, mapping)
+
+
+def copy_node(src: Value, name: str, origins: list[str], loc) -> Operation:
+    """An unrealized pointwise node whose element `[p0, ...]` is `src[p0, ...]`."""
+    t = src.type
+    load = Load.build(
+        "loops.load",
+        source=src,
+        index=pvars(0, t.rank),
+        results=[ScalarType(t.dtype)],
+        names=["0"],
+    )
+    body = Block(ops=[load, Yield.build("loops.yield", value=load.result)])
+    return Pointwise.build(
+        "loops.pointwise",
+        origins=origins,
+        results=[dataclasses.replace(t, strides=None)],
+        names=[name],
+        regions=[Region(body)],
+        loc=loc,
+    )
 
 
 def base_of(value: Value) -> Value:

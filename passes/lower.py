@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
-from mind.analysis.loops import Index, broadcast_index, flat_offset, pvars
+from mind.analysis.loops import (
+    Index,
+    base_of,
+    broadcast_index,
+    copy_node,
+    flat_offset,
+    is_view,
+    pvars,
+)
 from mind.dialects.collectives import is_collective
 from mind.dialects.common import converted_graph, is_graph_input
 from mind.dialects.loops import LoopsCall, LoopsOutput, View, Yield, is_buffer
@@ -410,6 +418,8 @@ def lower_graph(graph: Operation, deterministic: bool = False, unroll_max: int =
             env[arg] = arg.type.expr
     reserved = {v.name for o in graph.walk() for v in o.results} | {a.name for a in block.args}
     ctx = LowerCtx(block, reserved, deterministic, unroll_max)
+    last = graph.body.ops[-1] if graph.body.ops else None
+    outputs = set(iter_values(last.values)) if last and last.name == "aten.output" else set()
     for op in input_writes_ordered(graph.body.ops):
         if op.name == "aten.output":
             strides = [strides_of_value(a) for a in op.values]
@@ -421,9 +431,38 @@ def lower_graph(graph: Operation, deterministic: bool = False, unroll_max: int =
             mark = len(block.ops)
             with located(op.loc):  # a lowering's error is about the op it lowers
                 lower_op(ctx, op, env)
+                env.update((r, _own_memory(block, r, env[r])) for r in op.results if r in outputs)
             for made in block.ops[mark:]:  # and so is a later pass's error about what it made
                 made.loc = made.loc or op.loc
     return converted_graph(graph, "loops.graph", block)
+
+
+def _own_memory(block: Block, result: Value, value: Any) -> Any:
+    """Output `result`, lowered to `value`, copied where it is made into memory of its own when
+    it is a view of a graph input that the aten graph does not alias (a flip along dims of size
+    1 reads its input unchanged): AOTAutograd takes such an output for fresh, and it must not
+    change when the input is written after (by the graph's own input mutations, which end it,
+    or by the caller)."""
+    if not isinstance(value, Value) or not is_view(value) or base_of(value) not in block.args:
+        return value
+    if _aliases_input(result):
+        return value  # a view in the aten graph too: AOTAutograd regenerates it from the input
+    copy = copy_node(value, f"{value.name}_copy", list(value.owner.origins or []), None)
+    block.append(copy)
+    return copy.result
+
+
+def _aliases_input(value: Value) -> bool:
+    """Whether aten value `value`'s memory may be a graph input's: an input, or a result that
+    its op's schema says aliases an argument (a view's, an in-place op's) that may be one."""
+    from mind.dialects.aten import aliased_results  # torch's schemas: loaded here
+
+    op = value.owner
+    if is_graph_input(value):
+        return True
+    if op.results.index(value) not in aliased_results(op):
+        return False
+    return any(_aliases_input(a) for a in iter_values(op.args) if isinstance(a.type, TensorType))
 
 
 def input_writes_ordered(ops: list[Operation]) -> list[Operation]:

@@ -30,6 +30,7 @@ from mind.analysis.loops import (
     base_of,
     body_ops,
     consumers,
+    copy_node,
     flat_offset,
     is_view,
     producer,
@@ -56,10 +57,10 @@ from mind.dialects.loops import (
 )
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.ir.attributes import op_key
-from mind.ir.core import Block, Operation, Region, Value, iter_values, map_values
+from mind.ir.core import Block, Operation, Value, iter_values, map_values
 from mind.ir.diagnostics import MindError
 from mind.ir.symbols import IntLike, size_hint
-from mind.ir.types import ScalarType, TensorType, contiguous_strides
+from mind.ir.types import TensorType, contiguous_strides
 
 from .manager import GraphPass, option
 
@@ -222,7 +223,7 @@ def _placed(
     if (value, strides) not in copies:
         node = producer(value)
         origins = list(getattr(node, "origins", None) or [])
-        copy = _copy_node(value, f"{value.name}_copy", origins, op.loc)
+        copy = copy_node(value, f"{value.name}_copy", origins, op.loc)
         copy.result.type = dataclasses.replace(copy.result.type, strides=strides)
         block.insert_before(op, copy)
         copies[value, strides] = copy.result
@@ -314,30 +315,9 @@ def _is_identity(view: View) -> bool:
 
 def _insert_copy(block: Block, view: View) -> Value:
     name = f"{view.result.name}_copy"
-    copy = _copy_node(view.result, name, list(view.origins or []), view.loc)
+    copy = copy_node(view.result, name, list(view.origins or []), view.loc)
     block.insert_after(view, copy)
     return copy.result
-
-
-def _copy_node(src: Value, name: str, origins: list[str], loc) -> Operation:
-    """An unrealized pointwise node whose element `[p0, ...]` is `src[p0, ...]`."""
-    t = src.type
-    load = Load.build(
-        "loops.load",
-        source=src,
-        index=pvars(0, t.rank),
-        results=[ScalarType(t.dtype)],
-        names=["0"],
-    )
-    body = Block(ops=[load, Yield.build("loops.yield", value=load.result)])
-    return Pointwise.build(
-        "loops.pointwise",
-        origins=origins,
-        results=[dataclasses.replace(t, strides=None)],
-        names=[name],
-        regions=[Region(body)],
-        loc=loc,
-    )
 
 
 def _choose(block: Block, opts: Realize) -> tuple[list[Operation], set[Operation]]:

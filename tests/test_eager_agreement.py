@@ -224,3 +224,16 @@ def test_singular_matrix_raises_as_eager_does_on_every_call():
     torch.testing.assert_close(compiled(torch.eye(3) * 2), torch.eye(3) / 2)
     with pytest.raises(torch.linalg.LinAlgError):
         compiled(torch.zeros(3, 3))
+
+
+def test_an_output_eager_makes_fresh_shares_no_memory_with_the_input():
+    """A flip along a dim of size 1 lowers to a view that reads its input unchanged; returned,
+    it is copied (AOTAutograd takes it for fresh: a later write to the input must not show in
+    it), while a permute, a view in eager too, still aliases the input."""
+    x = torch.randn(2, 1, 3)
+    flipped, permuted = compile_strictly(lambda x: (x.flip(1), x.permute(2, 0, 1)), x)
+    storage = x.untyped_storage().data_ptr()
+    assert flipped.untyped_storage().data_ptr() != storage
+    assert permuted.untyped_storage().data_ptr() == storage
+    x.add_(1)
+    torch.testing.assert_close(flipped + 1, x)

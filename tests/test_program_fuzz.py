@@ -69,6 +69,12 @@ FOUND = {
         Program(((3, 1, 5),), False, (("repeat", (0,), ()), ("last", (1,), ()))),
         True,
     ),
+    # a flip along a dim of size 1, returned, then its input written in place: the flip lowered
+    # to a view of the input, so the output showed the input's new values (and aliased it)
+    "flip_of_a_written_input": (
+        Program(((2, 1, 3),), False, (("flip", (0,), (1,)),), mutates=True),
+        False,
+    ),
 }
 
 
