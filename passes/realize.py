@@ -39,7 +39,7 @@ from mind.analysis.loops import (
 )
 from mind.analysis.views import view_layout
 from mind.dialects.collectives import Start, WaitTensor
-from mind.dialects.common import Reinterpret
+from mind.dialects.common import Reinterpret, is_graph_input
 from mind.dialects.loops import (
     ROW_NODES,
     Load,
@@ -314,10 +314,40 @@ def _is_identity(view: View) -> bool:
 
 
 def _insert_copy(block: Block, view: View) -> Value:
+    """A copy of `view`, made after it; or, where an overwrite of a graph input comes between
+    the node the view reads and the view, made before that overwrite, with its chain of views:
+    each read of an input in the graph is of its value as it came (AOTAutograd's input
+    mutations end the graph), and the copy reads the unrealized nodes under it where it runs
+    (`permute(x * 2)` returned after `x.mul_(2)`)."""
     name = f"{view.result.name}_copy"
     copy = copy_node(view.result, name, list(view.origins or []), view.loc)
-    block.insert_after(view, copy)
+    chain = _view_chain(view)
+    base = chain[0].source.owner
+    start = block.ops.index(base) + 1 if base in block.ops else 0
+    write = next(
+        (
+            op
+            for op in block.ops[start : block.ops.index(view)]
+            if isinstance(op, Scatter) and is_graph_input(op.target)
+        ),
+        None,
+    )
+    if write is None:
+        block.insert_after(view, copy)
+        return copy.result
+    for link in chain:
+        block.remove(link)
+        block.insert_before(write, link)
+    block.insert_before(write, copy)
     return copy.result
+
+
+def _view_chain(view: View) -> list[View]:
+    """The views from the one over a node or buffer up to `view`."""
+    chain = [view]
+    while is_view(chain[0].source):
+        chain.insert(0, producer(chain[0].source))
+    return chain
 
 
 def _choose(block: Block, opts: Realize) -> tuple[list[Operation], set[Operation]]:

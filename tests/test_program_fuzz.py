@@ -75,6 +75,15 @@ FOUND = {
         Program(((2, 1, 3),), False, (("flip", (0,), (1,)),), mutates=True),
         False,
     ),
+    # a view of an input's new value returned (AOTAutograd: `permute(x * -2 + 1)` after the
+    # copy_ into x): realize copied it after the copy_, so it read the overwritten input, which
+    # the verifier refused (fell back)
+    "view_of_a_written_input": (
+        Program(
+            ((3, 3, 3),), True, (("add", (0, 0), ()), ("transpose", (0,), ())), "bfloat16", True
+        ),
+        True,
+    ),
 }
 
 
