@@ -29,7 +29,7 @@ from mind.analysis.loops import (
 )
 from mind.dialects.collectives import is_collective
 from mind.dialects.common import converted_graph, is_graph_input
-from mind.dialects.loops import LoopsCall, LoopsOutput, View, Yield, is_buffer
+from mind.dialects.loops import LIBRARY_CALLS, LoopsCall, LoopsOutput, View, Yield, is_buffer
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
 from mind.dialects.scans import SCANS
@@ -174,6 +174,8 @@ class LowerCtx:
         self.deterministic = deterministic
         self.unroll_max = unroll_max
         self.used = set(reserved)
+        #: whether the graph has GPU tensors: its CPU ops then run in ATen (`_on_host`)
+        self.on_gpu = False
         self.outs: list[TensorType] = []
         self.op: Operation | None = None
         self.origin = ""
@@ -335,6 +337,20 @@ def _exotic(op: Operation) -> bool:
     ) or any(not isinstance(v.type, TensorType | SymType) for v in op.operands)
 
 
+def _on_host(op: Operation) -> bool:
+    """Whether `op` makes CPU tensors only, not all 0-d, by a kernel: in a graph that also runs
+    on a GPU (an index tensor built from a size, then moved), its kernel could not compile for
+    the GPU the graph's kernels compile for, so it runs in ATen, as eager does (Inductor writes
+    C++ for it). A 0-d CPU value (an optimizer's step count) stays a node: GPU kernels read it
+    by value; a library call (`LIBRARY_CALLS`) has no kernel of mind's."""
+    types = [r.type for r in op.results if isinstance(r.type, TensorType)]
+    return (
+        any(t.rank for t in types)
+        and all(t.device is not None and t.device.type == "cpu" for t in types)
+        and short_name(op) not in LIBRARY_CALLS
+    )
+
+
 def _takes(fn: Callable, args: list, kwargs: dict) -> bool:
     """Whether `fn(ctx, *args, **kwargs)` binds (a lowering's signature is its contract)."""
     try:
@@ -377,7 +393,7 @@ def lower_op(ctx: LowerCtx, op: Operation, env: dict[Value, Any]) -> None:
     ctx.op, ctx.outs, ctx.origin = op, [r.type for r in op.results], short_name(op)
     ctx.base = op.results[0].name if op.results else ctx.origin
     key = op.symbol if op.name == "aten.call" else op.name
-    fn = None if _exotic(op) else lowering_for(key)
+    fn = None if _exotic(op) or ctx.on_gpu and _on_host(op) else lowering_for(key)
     if fn is not None and not (
         _takes(fn, args, kwargs) and (fn in NUMBER_SELF or _self_is_tensor(op))
     ):
@@ -418,6 +434,12 @@ def lower_graph(graph: Operation, deterministic: bool = False, unroll_max: int =
             env[arg] = arg.type.expr
     reserved = {v.name for o in graph.walk() for v in o.results} | {a.name for a in block.args}
     ctx = LowerCtx(block, reserved, deterministic, unroll_max)
+    ctx.on_gpu = any(
+        isinstance(v.type, TensorType)
+        and v.type.device is not None
+        and v.type.device.type == "cuda"
+        for v in (*graph.body.args, *(r for o in graph.body.ops for r in o.results))
+    )
     last = graph.body.ops[-1] if graph.body.ops else None
     outputs = set(iter_values(last.values)) if last and last.name == "aten.output" else set()
     for op in input_writes_ordered(graph.body.ops):
