@@ -218,6 +218,9 @@ OPS: dict[str, Op] = {
         1,
         lambda p, x: torch.bucketize(x, torch.tensor([-1.0, 0.0, 0.5], device=x.device)).float(),
     ),
+    # sizes known only at run time: Dynamo breaks the graph there (two graphs, or more)
+    "masked_select": Op(1, lambda p, x: x[x > 0]),
+    "nonzero": Op(1, lambda p, x: torch.nonzero(x > 0).to(x.dtype)),
     # more views and data movement
     "select": Op(1, lambda p, x: x.select(p[0], -1), _dim),
     "squeeze": Op(1, lambda p, x: x.squeeze()),
