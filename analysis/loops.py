@@ -16,7 +16,7 @@ from typing import TypeVar
 import sympy
 from mind.dialects.loops import Load, Pointwise, View, Yield, is_buffer
 from mind.ir.core import Block, Operation, Region, Value
-from mind.ir.symbols import IntLike, Mod, as_int_like, sym
+from mind.ir.symbols import IntLike, Mod, as_int_like, sym, traced_value
 from mind.ir.types import ScalarType, TensorType, contiguous_strides
 
 T = TypeVar("T", bound=Operation)
@@ -43,9 +43,12 @@ def pvars(start: int, count: int) -> Index:
 
 def broadcast_index(shape: Sequence[IntLike], index: Sequence[IntLike]) -> Index:
     """Read a tensor of `shape` at an index over a (possibly larger) broadcast shape: leading
-    dims it lacks are dropped, its size-1 dims read element 0."""
+    dims it lacks are dropped, its size-1 dims read element 0. A dim whose size is an
+    expression that was 1 where the graph was traced (`Max(1, floor(s0/2))` at s0 = 3) is one
+    too: torch's broadcasting asked whether it is 1, and Dynamo guards the answer for every
+    input the graph runs on."""
     index = list(index)[len(index) - len(shape) :] if shape else []
-    return [0 if size == 1 else e for size, e in zip(shape, index)]
+    return [0 if size == 1 or traced_value(size) == 1 else e for size, e in zip(shape, index)]
 
 
 def producer(value: Value) -> Operation | None:

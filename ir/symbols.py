@@ -89,6 +89,18 @@ def symbol_hints(hints: dict[str, int] | None) -> Iterator[None]:
         yield
 
 
+def traced_value(size: IntLike) -> int | None:
+    """`size` where its graph was traced (every symbol at its hint); None where a symbol has no
+    hint."""
+    if isinstance(size, int):
+        return size
+    size = sympy.sympify(size)
+    hints = _HINTS.get() or {}
+    if any(s.name not in hints for s in size.free_symbols):
+        return None
+    return int(size.subs({s: hints[s.name] for s in size.free_symbols}))
+
+
 def size_hint(size: IntLike) -> int:
     """`size` with each symbol at its hint (`symbol_hints`), or SIZE_HINT without one: for
     estimating bytes and choosing configs, never for what must hold at every size. As Inductor

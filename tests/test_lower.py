@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from mind.interpreters.loops import evaluate
 from mind.ir.core import Module
 from mind.ir.printer import print_module
-from mind.ir.symbols import Mod, sym
+from mind.ir.symbols import Mod, sym, symbol_hints
 from mind.passes import run_pipeline
 from mind.passes.lowerings import lowering_for
 from mind.passes.lowerings.common import broadcast_index
@@ -100,6 +100,17 @@ def test_broadcast_index():
     assert broadcast_index((4, 1), [p0, p1]) == [p0, 0]
     assert broadcast_index((8,), [p0, p1]) == [p1]
     assert broadcast_index((), [p0]) == []
+
+
+def test_broadcast_index_reads_element_0_of_a_dim_that_was_1_where_traced():
+    """`clamp(x, min=x[: max(1, s0 // 2)])` traced at s0 = 3: the slice's rows, Max(1,
+    floor(s0/2)), were 1, and Dynamo guards that; it read row p0 of the slice (found by the
+    fuzzer: wrong values, no error). Without a hint for s0 nothing is assumed."""
+    rows = sympy.Max(1, sympy.floor(sym("s0") / 2))
+    with symbol_hints({"s0": 3}):
+        assert broadcast_index((rows, 8), [p0, p1]) == [0, p1]
+        assert broadcast_index((sym("s0"), 8), [p0, p1]) == [p0, p1]
+    assert broadcast_index((rows, 8), [p0, p1]) == [p0, p1]
 
 
 def test_reshape_index():

@@ -86,6 +86,12 @@ FOUND = {
         ),
         True,
     ),
+    # clamp(x, min=x[: max(1, s0 // 2)]), sizes symbolic, traced at 3 rows: the slice's rows,
+    # Max(1, floor(s0/2)), broadcast (1 there, which Dynamo guards), but were read at p0
+    "min_of_a_broadcast_slice": (
+        Program(((3, 8),), False, (("half", (0,), (0,)), ("clamp_tensor", (0, 1), ()))),
+        True,
+    ),
 }
 
 
