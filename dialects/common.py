@@ -153,6 +153,17 @@ def verify_sole_reader(op: Operation, target: Value) -> None:
             )
 
 
+def uses_gpu(graph: Operation) -> bool:
+    """Whether a graph (aten or loops) has a GPU tensor: an input, or a value its ops make."""
+    values = (*graph.body.args, *(r for op in graph.body.ops for r in op.results))
+    return any(
+        isinstance(v.type, TensorType)
+        and v.type.device is not None
+        and v.type.device.type == "cuda"
+        for v in values
+    )
+
+
 def is_graph_input(value: Value) -> bool:
     """An input of a graph: an argument of its entry block (node bodies have none)."""
     return isinstance(value.owner, Block)

@@ -27,6 +27,7 @@ from mind import collector, runtime
 from mind.compiled import MindCode, Recording, compiling, output_strides, timed
 from mind.dialects import aten, fx
 from mind.dialects.collectives import is_collective
+from mind.dialects.common import uses_gpu
 from mind.dump import GraphDump
 from mind.fallback import DYNAMO_CONTROL_FLOW, MindFallbackWarning, fall_back
 from mind.fresh_stack import on_fresh_stack
@@ -298,7 +299,7 @@ def generate(
 def _recording(graph: Operation, options: Options) -> Recording | None:
     """What recording `graph` as CUDA graphs needs, when the options ask for it and the graph
     is on a GPU."""
-    if not options.cudagraphs or not _on_gpu(graph):
+    if not options.cudagraphs or not uses_gpu(graph):
         return None
     args = list(enumerate(graph.body.args))
     symbolic = tuple(
@@ -403,14 +404,9 @@ def _data_dependent(op: Operation) -> bool:
     )
 
 
-def _on_gpu(graph: Operation) -> bool:
-    devices = {a.type.device for a in graph.body.args if isinstance(a.type, TensorType)}
-    return any(d is not None and d.type == "cuda" for d in devices)
-
-
 def _interpret(graph: Operation) -> bool:
     """CPU graphs run in Triton's interpreter; GPU graphs as the runtime decides."""
-    return runtime.default_interpret() if _on_gpu(graph) else True
+    return runtime.default_interpret() if uses_gpu(graph) else True
 
 
 def register() -> None:

@@ -28,7 +28,7 @@ from mind.analysis.loops import (
     pvars,
 )
 from mind.dialects.collectives import is_collective
-from mind.dialects.common import converted_graph, is_graph_input
+from mind.dialects.common import converted_graph, is_graph_input, uses_gpu
 from mind.dialects.loops import LIBRARY_CALLS, LoopsCall, LoopsOutput, View, Yield, is_buffer
 from mind.dialects.reductions import REDUCTIONS
 from mind.dialects.scalar_ops import SCALAR_OPS
@@ -434,12 +434,7 @@ def lower_graph(graph: Operation, deterministic: bool = False, unroll_max: int =
             env[arg] = arg.type.expr
     reserved = {v.name for o in graph.walk() for v in o.results} | {a.name for a in block.args}
     ctx = LowerCtx(block, reserved, deterministic, unroll_max)
-    ctx.on_gpu = any(
-        isinstance(v.type, TensorType)
-        and v.type.device is not None
-        and v.type.device.type == "cuda"
-        for v in (*graph.body.args, *(r for o in graph.body.ops for r in o.results))
-    )
+    ctx.on_gpu = uses_gpu(graph)
     last = graph.body.ops[-1] if graph.body.ops else None
     outputs = set(iter_values(last.values)) if last and last.name == "aten.output" else set()
     for op in input_writes_ordered(graph.body.ops):
