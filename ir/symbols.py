@@ -92,13 +92,10 @@ def symbol_hints(hints: dict[str, int] | None) -> Iterator[None]:
 def traced_value(size: IntLike) -> int | None:
     """`size` where its graph was traced (every symbol at its hint); None where a symbol has no
     hint."""
-    if isinstance(size, int):
-        return size
-    size = sympy.sympify(size)
     hints = _HINTS.get() or {}
-    if any(s.name not in hints for s in size.free_symbols):
+    if isinstance(size, sympy.Expr) and any(s.name not in hints for s in size.free_symbols):
         return None
-    return int(size.subs({s: hints[s.name] for s in size.free_symbols}))
+    return size_hint(size)
 
 
 def size_hint(size: IntLike) -> int:
