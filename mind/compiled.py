@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -19,10 +20,10 @@ from typing import Any
 
 import torch
 import torch._dynamo
-from torch._functorch._aot_autograd.aot_autograd_result import SerializedGraphModule
 from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._inductor.output_code import OutputCode
+from torch.utils._python_dispatch import _disable_current_modes
 
 from mind import runtime
 from mind.dump import GraphDump
@@ -73,8 +74,8 @@ class MindCode(OutputCode):
     options: Options
     #: what recording it as CUDA graphs needs, when the options ask for it and it runs on a GPU
     recording: Recording | None
-    #: the ATen graph, to run eagerly if the first call fails: live, or serialized for the cache
-    aten: torch.fx.GraphModule | SerializedGraphModule
+    #: the ATen graph, to run eagerly if the first call fails: live, or saved for the cache
+    aten: torch.fx.GraphModule | SavedGraph
     #: why AOTAutograd must not store it, if it must not
     uncacheable: str | None = None
 
@@ -115,7 +116,7 @@ class MindCode(OutputCode):
         if self.module_key is None:
             raise BypassAOTAutogradCache("mind: the graph runs eagerly")
         if isinstance(self.aten, torch.fx.GraphModule):
-            self.aten = SerializedGraphModule(self.aten)
+            self.aten = SavedGraph.of(self.aten)
         self._call = None
 
     def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
@@ -141,9 +142,32 @@ class MindCode(OutputCode):
         return boxed(call)
 
     def _aten_module(self) -> torch.fx.GraphModule:
-        if isinstance(self.aten, SerializedGraphModule):
-            self.aten = self.aten.deserialize()
+        if isinstance(self.aten, SavedGraph):
+            self.aten = self.aten.load()
         return self.aten
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedGraph:
+    """An ATen graph as bytes of `torch.save`: its code, and its tensor constants (a lifted
+    `torch.tensor([...])`) with their devices. AOTAutograd's cache pickles its entry under the
+    compile's fake mode in torch 2.11, where pickling a GPU tensor fails ("Please convert all
+    Tensors to FakeTensors"), and the graph was never stored; saved here, the entry holds no
+    tensor."""
+
+    data: bytes
+
+    @classmethod
+    def of(cls, graph: torch.fx.GraphModule) -> SavedGraph:
+        buffer = io.BytesIO()
+        with _disable_current_modes():
+            torch.save(graph, buffer)
+        return cls(buffer.getvalue())
+
+    def load(self) -> torch.fx.GraphModule:
+        """The graph again, its constants on their devices: bytes of mind's own making, from the
+        entry AOTAutograd's cache checked and unpickled."""
+        return torch.load(io.BytesIO(self.data), weights_only=False)
 
 
 def output_strides(call: Callable) -> tuple:

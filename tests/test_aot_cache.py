@@ -6,9 +6,11 @@ eagerly is never stored."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
+import pickle
 import subprocess
 import sys
 import warnings
@@ -21,6 +23,7 @@ from mind.runtime import cache, loader
 from torch._dynamo.utils import counters
 
 from mind import MindFallbackWarning, backend, runtime
+from mind.compiled import MindCode
 from mind.options import PIPELINE, Options
 
 pytestmark = pytest.mark.usefixtures("isolated_runtime")
@@ -206,6 +209,46 @@ def test_a_loaded_graph_whose_first_call_fails_runs_aotautograds_graph(monkeypat
     assert compiles.hits == 1 and len(compiles.warned) == 1 and "on purpose" in compiles.warned[0]
 
 
+def scaled(x):
+    return x * torch.tensor([1.0, 2.0, 3.0], device=x.device) + 1
+
+
+class RefusingTensors(pickle.Pickler):
+    """Pickles as torch 2.11's AOTAutograd cache does under the compile's fake mode, where a GPU
+    tensor fails ("Please convert all Tensors to FakeTensors"): any tensor fails."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, torch.Tensor):
+            raise pickle.PicklingError(f"a tensor in the entry: {tuple(obj.shape)}")
+
+
+def test_a_graph_with_a_tensor_constant_is_stored_without_tensors(monkeypatch):
+    """The ATen graph kept for the eager fallback holds a lifted `torch.tensor([...])`: stored
+    as bytes of its own, and real (not fake) again when a loaded graph's first call fails."""
+    stored = []
+    prepare = MindCode.prepare_for_serialization
+
+    def refusing_tensors(code):
+        prepare(code)
+        RefusingTensors(io.BytesIO()).dump(code)
+        stored.append(code)
+
+    monkeypatch.setattr(MindCode, "prepare_for_serialization", refusing_tensors)
+    compiles, x = Compiles(monkeypatch), torch.randn(4, 3)
+    compiles(scaled, x)
+    assert len(stored) == 1 and compiles.misses == 1
+    load = runtime.load
+
+    def failing_load(*args, **kwargs):
+        program = load(*args, **kwargs)
+        monkeypatch.setattr(program, "call", lambda args: 1 / 0)
+        return program
+
+    monkeypatch.setattr(runtime, "load", failing_load)
+    torch.testing.assert_close(compiles(scaled, x), scaled(x))
+    assert compiles.hits == 1 and "division by zero" in compiles.warned[0]
+
+
 def test_dumping_runs_every_pass_even_when_the_cache_holds_the_graph(monkeypatch, tmp_path):
     compiles, inputs = Compiles(monkeypatch), mlp_inputs()
     with torch.no_grad():
@@ -234,4 +277,16 @@ def test_on_the_gpu_a_warm_compile_loads_runs_and_replays(monkeypatch, mode):
             grads(inputs)
             compiled(*inputs).sum().backward()
         torch.testing.assert_close(grads(inputs), want)
+    assert (compiles.hits, compiles.generated, compiles.warned) == (1, [], [])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.usefixtures("compiled_for_the_gpu")
+def test_on_the_gpu_a_graph_with_a_tensor_constant_loads_warm(monkeypatch):
+    """Under torch 2.11 a GPU constant in the stored ATen graph kept the graph out of the cache."""
+    compiles, x = Compiles(monkeypatch), torch.randn(4, 3, device="cuda")
+    with torch.no_grad():
+        compiles(scaled, x)
+        torch.testing.assert_close(compiles(scaled, x), scaled(x))
     assert (compiles.hits, compiles.generated, compiles.warned) == (1, [], [])
