@@ -141,6 +141,7 @@ def aten_graphs(
     name: str,
     compile_graph: Callable[[torch.fx.GraphModule, str, list], Callable] | None = None,
     cache_tag: str | None = None,
+    on_trace: Callable[[], None] | None = None,
 ) -> tuple[Callable, list[Operation]]:
     """Run AOTAutograd on a Dynamo graph. Returns the callable AOTAutograd built and the list its
     graphs land in, as `aten.graph` ops: the forward now, the backward once AOTAutograd compiles
@@ -158,7 +159,7 @@ def aten_graphs(
     first call on fake tensors while it propagates shapes to the next piece. With `cache_tag`,
     AOTAutograd's own cache keeps what `compile_graph` returns (an `OutputCode`), under its key
     of the graph and the tag: a new process that compiles the same graph loads it instead of
-    tracing (`_aot_cache`)."""
+    tracing (`_aot_cache`), and `on_trace` is called only where AOTAutograd traces."""
     from mind.dialects import aten
     from torch._dynamo.backends.common import aot_autograd
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -187,7 +188,7 @@ def aten_graphs(
             fw_compiler=cached(forward) if cached else forward,
             bw_compiler=backward,
             partition_fn=_partition,
-            decompositions=_FirstUse(decompositions),
+            decompositions=_Traced(decompositions, on_trace),
             # mutated inputs (batch norm's running stats) are overwritten by the graph, as
             # Inductor asks: `copy_` into the input, which the kernel computing the new value
             # stores into, not a copy AOTAutograd's wrapper makes after the call
@@ -196,16 +197,19 @@ def aten_graphs(
     return compiled, graphs
 
 
-class _FirstUse(Mapping):
-    """A table made where it is first read: AOTAutograd reads its decompositions only to trace,
-    and a graph loaded from its cache traces nothing (making torch's table and mind's rules took
-    0.2 s of a warm first call on an H100 host)."""
+class _Traced(Mapping):
+    """The decomposition table, made where AOTAutograd first reads it: it reads it when, and only
+    when, it traces, and a graph loaded from its cache traces nothing. Making torch's table and
+    mind's rules took 0.2 s of a warm first call on an H100 host. The first read also tells
+    `on_trace` that a compile is coming (the backend starts its compile workers then)."""
 
-    def __init__(self, make: Callable[[], dict]):
-        self._make = make
+    def __init__(self, make: Callable[[], dict], on_trace: Callable[[], None] | None):
+        self._make, self._on_trace = make, on_trace
 
     @cached_property
     def _table(self) -> dict:
+        if self._on_trace is not None:
+            self._on_trace()
         return self._make()
 
     def __getitem__(self, op):

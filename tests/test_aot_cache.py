@@ -19,6 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import triton
+from mind.passes import to_aten
 from mind.runtime import cache, loader
 from torch._dynamo.utils import counters
 
@@ -89,6 +90,23 @@ def test_a_warm_compile_loads_forward_and_backward_and_matches_eager(monkeypatch
     assert (compiles.hits, compiles.misses, compiles.generated, compiles.warned) == (1, 0, [], [])
     torch.testing.assert_close(warm, cold)
     torch.testing.assert_close(grads(inputs), want)
+
+
+def test_aotautograd_tells_on_trace_only_when_it_traces(monkeypatch):
+    """The backend starts its compile workers from `on_trace`: a graph loaded from the cache
+    compiles nothing, and starts none."""
+    traced = []
+    aten_graphs = to_aten.aten_graphs
+
+    def recording(*args, on_trace=None, **kwargs):
+        return aten_graphs(*args, on_trace=lambda: traced.append(len(traced)), **kwargs)
+
+    monkeypatch.setattr(to_aten, "aten_graphs", recording)
+    compiles, inputs = Compiles(monkeypatch), mlp_inputs()
+    compiles(mlp, *inputs, backward=True)
+    assert traced == [0] and compiles.misses == 1
+    compiles(mlp, *inputs, backward=True)
+    assert traced == [0] and compiles.hits == 1
 
 
 WARM_PROCESS = """
