@@ -58,7 +58,8 @@ def mind_backend(
     opts = resolve_options(mode, options)
     cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
     # compile workers start once AOTAutograd traces, and run while it and the passes do: a graph
-    # loaded from its cache compiles nothing (they cost a warm first call 0.2-0.3 s on an H100)
+    # loaded from its cache compiles nothing (started at the entry here, they cost GPT-2's warm
+    # first call 0.2-0.3 s on an H100)
     on_trace = compile_pool.start if cuda else None
     name = next(_GRAPH_NAMES)
     dump = GraphDump(name)

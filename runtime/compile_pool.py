@@ -27,9 +27,9 @@ imports Triton once for all of them, and each talks to the loader over its own p
 Unlike multiprocessing's spawn, the server never re-runs the user's main module, which may have
 no `if __name__ == "__main__"` guard. It starts when AOTAutograd first traces a graph with CUDA
 inputs, so that its start-up overlaps tracing and code generation, and a process whose graphs all
-load from AOTAutograd's cache (kernels bound from their launch records) starts none; a worker that becomes ready while a module's
-kernels compile joins in, and until then the loader does not wait for it. `MIND_COMPILE_WORKERS`
-sets how many; 0 or 1 compiles in the loading process only."""
+load from AOTAutograd's cache (kernels bound from their launch records) starts none. A worker
+that becomes ready while a module's kernels compile joins in, and until then the loader does not
+wait for it. `MIND_COMPILE_WORKERS` sets how many; 0 or 1 compiles in the loading process only."""
 
 from __future__ import annotations
 
