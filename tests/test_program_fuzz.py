@@ -38,6 +38,15 @@ def test_programs_are_data_drawn_from_the_seed():
     assert all(name in program_fuzz.OPS for name, _, _ in program.steps)
 
 
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded"])
+def test_an_input_keeps_its_layout_in_the_copies_eager_and_mind_get(layout):
+    (x,) = Program(((3, 4),), layout, ()).inputs(0)
+    copy = program_fuzz._copy(x)
+    assert not x.is_contiguous() and torch.equal(copy, x)
+    assert (copy.stride(), copy.storage_offset()) == (x.stride(), x.storage_offset())
+    assert copy.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+
+
 @pytest.mark.parametrize(
     "wrong, found",
     [
@@ -49,7 +58,7 @@ def test_programs_are_data_drawn_from_the_seed():
 def test_a_program_that_differs_from_eager_is_a_mismatch(wrong, found, monkeypatch):
     """The check can fail: a 'compiled' program whose outputs, or only whose gradients, are
     wrong is caught (a float program, so that it has gradients)."""
-    program = Program(((3, 4), (3, 4)), False, (("mul", (0, 1), ()), ("sin", (2,), ())))
+    program = Program(((3, 4), (3, 4)), "dense", (("mul", (0, 1), ()), ("sin", (2,), ())))
     monkeypatch.setattr(program_fuzz, "generate", lambda seed: program)
     original = program_fuzz.run
     monkeypatch.setattr(
@@ -64,17 +73,17 @@ def test_a_program_that_differs_from_eager_is_a_mismatch(wrong, found, monkeypat
 #: (program, dynamic): what the fuzzer found failing, each fixed
 FOUND = {
     # x[:1] of a vector, returned: realize's view layout set p0 to the int 0 (fell back)
-    "first_element": (Program(((3,),), False, (("half", (0,), (0,)),)), False),
+    "first_element": (Program(((3,),), "dense", (("half", (0,), (0,)),)), False),
     # x.repeat(2, 1, 1)[..., -1:], sizes symbolic: the index floor((p0*s0 + s0 - 1)/s0), which
     # sympy writes p0 + 1 + floor(-1/s0), went to Triton as `-1 // s0`: 0, not -1 (C's division)
     "last_of_repeat": (
-        Program(((3, 1, 5),), False, (("repeat", (0,), ()), ("last", (1,), ()))),
+        Program(((3, 1, 5),), "dense", (("repeat", (0,), ()), ("last", (1,), ()))),
         True,
     ),
     # a flip along a dim of size 1, returned, then its input written in place: the flip lowered
     # to a view of the input, so the output showed the input's new values (and aliased it)
     "flip_of_a_written_input": (
-        Program(((2, 1, 3),), False, (("flip", (0,), (1,)),), mutates=True),
+        Program(((2, 1, 3),), "dense", (("flip", (0,), (1,)),), mutates=True),
         False,
     ),
     # a view of an input's new value returned (AOTAutograd: `permute(x * -2 + 1)` after the
@@ -82,14 +91,18 @@ FOUND = {
     # the verifier refused (fell back)
     "view_of_a_written_input": (
         Program(
-            ((3, 3, 3),), True, (("add", (0, 0), ()), ("transpose", (0,), ())), "bfloat16", True
+            ((3, 3, 3),),
+            "transposed",
+            (("add", (0, 0), ()), ("transpose", (0,), ())),
+            "bfloat16",
+            True,
         ),
         True,
     ),
     # clamp(x, min=x[: max(1, s0 // 2)]), sizes symbolic, traced at 3 rows: the slice's rows,
     # Max(1, floor(s0/2)), broadcast (1 there, which Dynamo guards), but were read at p0
     "min_of_a_broadcast_slice": (
-        Program(((3, 8),), False, (("half", (0,), (0,)), ("clamp_tensor", (0, 1), ()))),
+        Program(((3, 8),), "dense", (("half", (0,), (0,)), ("clamp_tensor", (0, 1), ()))),
         True,
     ),
 }

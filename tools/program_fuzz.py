@@ -5,8 +5,9 @@ eager's results, without falling back to eager.
                                        [--device cuda] [--json out.json]
 
 A program is data (`Program`): its inputs' shapes (some dims 1, so that they broadcast, now and
-then one long; the first input transposed in memory now and then) and dtype (f32, bf16, f16, i32
-or i64), and two to seven steps, each an op of `OPS` on earlier values with its parameters (a
+then one long; now and then the first input laid out otherwise than dense: transposed in
+memory, every other element of a larger tensor, or broadcast along a dim) and dtype (f32, bf16,
+f16, i32 or i64), and two to seven steps, each an op of `OPS` on earlier values with its parameters (a
 dim, keepdim, ...). Generating runs each step eagerly and keeps only steps eager accepts, so
 every program is valid. `run` interprets a program with nothing random left, which Dynamo traces
 as straight-line code; the program returns its last value and its first step's, two outputs of
@@ -48,6 +49,21 @@ SIZES = (1, 2, 3, 5, 8, 16, 17, 33)
 LONG, MAX_NUMEL = 1031, 1 << 16
 #: the inputs' dtypes, f32 the most often; integer inputs take values from about -8 to 8
 DTYPES = ("float32",) * 4 + ("bfloat16", "float16", "int32", "int64")
+#: how the first input lies in memory, as a caller's tensor may: `dense` (contiguous), or a view
+#: that a graph's input strides and storage offset must describe (`LAYOUTS`)
+LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "transposed": lambda x: x.transpose(0, 1).contiguous().transpose(0, 1) if x.dim() > 1 else x,
+    # every other element along the last dim, from element 1: strided and offset
+    "sliced": lambda x: (
+        torch.zeros(*x.shape[:-1], 2 * x.shape[-1] + 1, dtype=x.dtype, device=x.device).index_copy_(
+            -1, torch.arange(1, 2 * x.shape[-1], 2, device=x.device), x
+        )[..., 1::2]
+        if x.dim()
+        else x
+    ),
+    # its first row along dim 0, broadcast (stride 0): elements share memory
+    "expanded": lambda x: x[:1].expand(x.shape) if x.dim() else x,
+}
 
 
 @dataclass(frozen=True)
@@ -253,25 +269,26 @@ OPS: dict[str, Op] = {
 
 @dataclass(frozen=True)
 class Program:
-    """Inputs' shapes (the first transposed in memory when `strided`) and steps: (op name,
+    """Inputs' shapes (the first laid out as `layout` says) and steps: (op name,
     indexes of the values it takes, its parameters); value i < len(shapes) is input i. The
     inputs are of `dtype` (torch's name). With `mutates`, the program ends by writing its last
     input in place, as a model updates a buffer: outputs that are views of it show the new
     values, the others were computed from the old ones."""
 
     shapes: tuple[tuple[int, ...], ...]
-    strided: bool
+    layout: str
     steps: tuple[tuple[str, tuple[int, ...], tuple], ...]
     dtype: str = "float32"
     mutates: bool = False
 
-    def inputs(self, seed: int) -> list[torch.Tensor]:
+    def inputs(self, seed: int, device: str = "cpu") -> list[torch.Tensor]:
+        """Drawn on the CPU (a seed names one program on any device), then laid out on `device`."""
         gen = torch.Generator().manual_seed(seed)
         dtype = getattr(torch, self.dtype)
         scale = 1 if dtype.is_floating_point else 4
-        xs = [(scale * torch.randn(s, generator=gen)).to(dtype) for s in self.shapes]
-        if self.strided and xs[0].dim() >= 2:
-            xs[0] = xs[0].transpose(0, 1).contiguous().transpose(0, 1)
+        xs = [(scale * torch.randn(s, generator=gen)).to(dtype).to(device) for s in self.shapes]
+        if self.layout != "dense":
+            xs[0] = LAYOUTS[self.layout](xs[0])
         return xs
 
 
@@ -294,7 +311,10 @@ def generate(seed: int) -> Program:
     shapes = tuple(
         tuple(1 if r.random() < 0.25 else n for n in base) for _ in range(r.randint(1, 3))
     )
-    program = Program(shapes, r.random() < 0.3, (), r.choice(DTYPES), r.random() < 0.2)
+    dtype, mutates = r.choice(DTYPES), r.random() < 0.2
+    layouts = [n for n in LAYOUTS if not (n == "expanded" and mutates and len(shapes) == 1)]
+    layout = r.choice(layouts) if r.random() < 0.3 else "dense"  # (eager writes no shared memory)
+    program = Program(shapes, layout, (), dtype, mutates)
     values = program.inputs(seed)
     steps: list = []
     names, length = sorted(OPS), r.randint(2, 7)
@@ -327,7 +347,7 @@ def check(
     from mind.fallback import MindFallbackWarning
 
     program = generate(seed)
-    inputs = [x.to(device) for x in program.inputs(seed)]
+    inputs = program.inputs(seed, device)
     want = _results(run, program, inputs, train, quiet=True)
     torch._dynamo.reset()
     compiled = torch.compile(run, backend="mind", dynamic=dynamic)
@@ -363,7 +383,7 @@ def _results(fn: Callable, program: Program, inputs: list, train: bool, quiet=Fa
     write an input); with `train`, then the inputs' gradients of sum(output * W) over the
     outputs, W fixed random weights. `quiet`: without eager's own warnings (std of one
     element)."""
-    xs = [x.detach().clone().requires_grad_(train and x.is_floating_point()) for x in inputs]
+    xs = [_copy(x).requires_grad_(train and x.is_floating_point()) for x in inputs]
     with warnings.catch_warnings():
         if quiet:
             warnings.simplefilter("ignore", UserWarning)
@@ -377,6 +397,13 @@ def _results(fn: Callable, program: Program, inputs: list, train: bool, quiet=Fa
             sum(terms).backward()
     grads = [x.grad if x.grad is not None else torch.zeros_like(x) for x in xs]
     return named + [(f"gradient of input {j}", g) for j, g in enumerate(grads)]
+
+
+def _copy(x: torch.Tensor) -> torch.Tensor:
+    """A copy of `x` laid out as `x` is, storage offset and shared elements too (`clone` makes a
+    tensor that is not dense contiguous)."""
+    storage = x.detach().untyped_storage().clone()
+    return x.new_empty(0).set_(storage, x.storage_offset(), x.shape, x.stride())
 
 
 def _weights(out: torch.Tensor) -> torch.Tensor:
