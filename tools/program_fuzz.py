@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 #: sizes a dim takes: 1 (broadcasts, and views of it read one element), powers of two, odd ones,
 #: and now and then a long one (LONG: reductions over it loop, and scans run in several blocks)
+#: or an empty one (a kernel of no elements, a reduction over none)
 SIZES = (1, 2, 3, 5, 8, 16, 17, 33)
 LONG, MAX_NUMEL = 1031, 1 << 16
 #: the inputs' dtypes, f32 the most often; integer inputs take values from about -8 to 8
@@ -302,10 +303,15 @@ def run(program: Program, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return values[-1], values[len(inputs)]
 
 
+def _size(r: random.Random) -> int:
+    draw = r.random()
+    return r.choice(SIZES) if draw < 0.9 else LONG if draw < 0.98 else 0
+
+
 def generate(seed: int) -> Program:
     """A random valid program: each step drawn until eager runs it (on the values so far)."""
     r = random.Random(seed)
-    base = [r.choice(SIZES) if r.random() < 0.9 else LONG for _ in range(r.randint(1, 4))]
+    base = [_size(r) for _ in range(r.randint(1, 4))]
     while math.prod(base) > MAX_NUMEL:  # (the interpreter runs a large input slowly on CPU)
         base[base.index(max(base))] //= 2
     shapes = tuple(
