@@ -50,18 +50,21 @@ SIZES = (1, 2, 3, 5, 8, 16, 17, 33)
 LONG, MAX_NUMEL = 1031, 1 << 16
 #: the inputs' dtypes, f32 the most often; integer inputs take values from about -8 to 8
 DTYPES = ("float32",) * 4 + ("bfloat16", "float16", "int32", "int64")
+
+
+def _every_other(x: torch.Tensor) -> torch.Tensor:
+    """`x` as every other element along the last dim of a larger tensor, from element 1: strided,
+    and at an offset."""
+    larger = x.new_zeros(*x.shape[:-1], 2 * x.shape[-1] + 1)
+    larger[..., 1::2] = x
+    return larger[..., 1::2]
+
+
 #: how the first input lies in memory, as a caller's tensor may: `dense` (contiguous), or a view
 #: that a graph's input strides and storage offset must describe (`LAYOUTS`)
 LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "transposed": lambda x: x.transpose(0, 1).contiguous().transpose(0, 1) if x.dim() > 1 else x,
-    # every other element along the last dim, from element 1: strided and offset
-    "sliced": lambda x: (
-        torch.zeros(*x.shape[:-1], 2 * x.shape[-1] + 1, dtype=x.dtype, device=x.device).index_copy_(
-            -1, torch.arange(1, 2 * x.shape[-1], 2, device=x.device), x
-        )[..., 1::2]
-        if x.dim()
-        else x
-    ),
+    "sliced": lambda x: _every_other(x) if x.dim() else x,
     # its first row along dim 0, broadcast (stride 0): elements share memory
     "expanded": lambda x: x[:1].expand(x.shape) if x.dim() else x,
 }
@@ -94,6 +97,18 @@ def _binary(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Op:
 
 def _reduction(fn: Callable[..., torch.Tensor]) -> Op:
     return Op(1, lambda p, x: fn(x, p[0], keepdim=p[1]), _dim_keep)
+
+
+def _written(write: Callable[[torch.Tensor], object]) -> Op:
+    """A copy of the operand, `write` applied in place to views of it: functionalization makes
+    each write a scatter back into the copy (slice_scatter, diagonal_scatter, as_strided_scatter)."""
+
+    def apply(p, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        write(y)
+        return y
+
+    return Op(1, apply)
 
 
 OPS: dict[str, Op] = {
@@ -265,6 +280,13 @@ OPS: dict[str, Op] = {
             (torch.tensor([0, 0], device=x.device),), x[:1].expand(2, *x.shape[1:]), accumulate=True
         ),
     ),
+    # writes into views of a copy
+    "write_narrow": _written(lambda y: y.narrow(-1, 0, 1).mul_(-1)),
+    "write_diagonal": _written(lambda y: y.diagonal(0, 0, -1).add_(1)),
+    "write_strided": _written(lambda y: y[::2].sub_(0.5)),
+    "write_transposed_row": _written(lambda y: y.transpose(0, -1)[-1].mul_(3)),
+    "write_flat_step": _written(lambda y: y.view(-1)[::3].zero_()),
+    "write_twice": _written(lambda y: (y[1:].mul_(2), y[:1].add_(y[-1:].clone()))),
 }
 
 
@@ -336,8 +358,8 @@ def generate(seed: int) -> Program:
                 out = op.apply(params, *xs)
         except (RuntimeError, IndexError, ValueError):
             continue
-        if out.numel() > MAX_NUMEL:
-            continue
+        if not isinstance(out, torch.Tensor) or out.numel() > MAX_NUMEL:
+            continue  # (a sum of no tensors is the number 0)
         values.append(out)
         steps.append((name, operands, params))
     return dataclasses.replace(program, steps=tuple(steps))
