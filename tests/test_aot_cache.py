@@ -126,7 +126,8 @@ want = grads(inputs)
 torch.compile(mlp, backend="mind")(*inputs).sum().backward()
 errors = [(g - w).abs().max().item() for g, w in zip(grads(inputs), want)]
 rules = "mind.passes.aten_rules" in sys.modules  # made with the decomposition table
-print(json.dumps({"generated": generated, "errors": errors, "rules": rules, **counters["aot_autograd"]}))
+row = {"generated": generated, "errors": errors, "rules": rules, **counters["aot_autograd"]}
+print(json.dumps(row))
 """
 
 

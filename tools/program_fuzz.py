@@ -5,14 +5,14 @@ eager's results, without falling back to eager.
                                        [--device cuda] [--json out.json]
 
 A program is data (`Program`): its inputs' shapes (some dims 1, so that they broadcast, now and
-then one long; now and then the first input laid out otherwise than dense: transposed in
-memory, every other element of a larger tensor, or broadcast along a dim) and dtype (f32, bf16,
-f16, i32 or i64), and two to seven steps, each an op of `OPS` on earlier values with its parameters (a
-dim, keepdim, ...). Generating runs each step eagerly and keeps only steps eager accepts, so
-every program is valid. `run` interprets a program with nothing random left, which Dynamo traces
-as straight-line code; the program returns its last value and its first step's, two outputs of
-the one graph. With `--train` the float inputs' gradients of a loss over both outputs are
-compared too (a backward graph). Each program lands in one class:
+then one long or empty; now and then the first input laid out otherwise than dense: transposed
+in memory, every other element of a larger tensor, or broadcast along a dim) and dtype (f32,
+bf16, f16, i32 or i64), and two to seven steps, each an op of `OPS` on earlier values with its
+parameters (a dim, keepdim, ...). Generating runs each step eagerly and keeps only steps eager
+accepts, so every program is valid. `run` interprets a program with nothing random left, which
+Dynamo traces as straight-line code; the program returns its last value and its first step's,
+two outputs of the one graph. With `--train` the float inputs' gradients of a loss over both
+outputs are compared too (a backward graph). Each program lands in one class:
 
     ok        the same shapes, dtypes and values as eager: within 1e-3 (two roundings of a
               narrower dtype), or within twice what eager's own values move when its inputs
@@ -43,9 +43,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-#: sizes a dim takes: 1 (broadcasts, and views of it read one element), powers of two, odd ones,
-#: and now and then a long one (LONG: reductions over it loop, and scans run in several blocks)
-#: or an empty one (a kernel of no elements, a reduction over none)
+#: sizes a dim takes: 1 (broadcasts, and views of it read one element), powers of two, odd ones;
+#: now and then a long one (LONG: reductions over it loop, and scans run in several blocks), or
+#: an empty one (a kernel of no elements, a reduction over none): `_size`
 SIZES = (1, 2, 3, 5, 8, 16, 17, 33)
 LONG, MAX_NUMEL = 1031, 1 << 16
 #: the inputs' dtypes, f32 the most often; integer inputs take values from about -8 to 8
@@ -101,7 +101,7 @@ def _reduction(fn: Callable[..., torch.Tensor]) -> Op:
 
 def _written(write: Callable[[torch.Tensor], object]) -> Op:
     """A copy of the operand, `write` applied in place to views of it: functionalization makes
-    each write a scatter back into the copy (slice_scatter, diagonal_scatter, as_strided_scatter)."""
+    each write a scatter back into the copy (slice_scatter, diagonal_scatter, ...)."""
 
     def apply(p, x: torch.Tensor) -> torch.Tensor:
         y = x.clone()
@@ -292,11 +292,11 @@ OPS: dict[str, Op] = {
 
 @dataclass(frozen=True)
 class Program:
-    """Inputs' shapes (the first laid out as `layout` says) and steps: (op name,
-    indexes of the values it takes, its parameters); value i < len(shapes) is input i. The
-    inputs are of `dtype` (torch's name). With `mutates`, the program ends by writing its last
-    input in place, as a model updates a buffer: outputs that are views of it show the new
-    values, the others were computed from the old ones."""
+    """Inputs' shapes (the first laid out as `layout` says, a key of LAYOUTS or "dense") and
+    steps: (op name, indexes of the values it takes, its parameters); value i < len(shapes) is
+    input i. The inputs are of `dtype` (torch's name). With `mutates`, the program ends by
+    writing its last input in place, as a model updates a buffer: outputs that are views of it
+    show the new values, the others were computed from the old ones."""
 
     shapes: tuple[tuple[int, ...], ...]
     layout: str
