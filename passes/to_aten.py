@@ -161,6 +161,7 @@ def aten_graphs(
     of the graph and the tag: a new process that compiles the same graph loads it instead of
     tracing (`_aot_cache`), and `on_trace` is called only where AOTAutograd traces."""
     from mind.dialects import aten
+    from torch._dynamo import disable
     from torch._dynamo.backends.common import aot_autograd
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -171,6 +172,9 @@ def aten_graphs(
         return aot_gm.forward
 
     def compiler(kind: str):
+        # a backward compiles lazily inside `loss.backward()`, which may run in a frame Dynamo
+        # traces (a compiled training step): Dynamo must not trace the compiler
+        @disable(recursive=True)
         def compile_fn(aot_gm: torch.fx.GraphModule, inputs: list):
             # AOTAutograd calls its compilers under its fake mode: the graph's constants, and
             # what a loaded program makes at load, must be real tensors
@@ -180,8 +184,8 @@ def aten_graphs(
         return compile_fn
 
     forward, backward = compiler("forward"), compiler("backward")
-    # what mind compiles is already out of Dynamo's reach, and boxed (mind.backend.boxed): the
-    # helper's own wrapping would unbox it
+    # the compiler is out of Dynamo's reach (above), and what it returns is too, and boxed
+    # (mind.backend.boxed): the helper's own wrapping would unbox it
     backward._is_wrapped_bw_compiler = True
     with _effect_tokens_in_graph(), _aot_cache(cache_tag) as cached:
         compiled = aot_autograd(

@@ -242,6 +242,30 @@ def test_backward_recomputes_a_gelu_from_its_input(tmp_path, monkeypatch):
     assert saved == ["mm"], inputs
 
 
+def test_a_backward_compiled_inside_a_compiled_step_is_not_traced_by_dynamo(tmp_path, monkeypatch):
+    """Without AOTAutograd's cache (a dump) the backward compiles lazily, inside `loss.backward()`
+    of a compiled training step, where Dynamo traces the frames that run: it must not trace
+    mind's compiler (it warned of `time.time_ns`, the compile timer's, and broke graphs there)."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    model = torch.nn.Linear(8, 4)
+    reference = torch.nn.Linear(8, 4)
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(3, 8)
+
+    def step(m, x):
+        loss = m(x).sum()
+        loss.backward()
+        return loss
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.compile(step, backend="mind")(model, x)
+    assert [str(w.message) for w in caught] == []
+    step(reference, x)
+    torch.testing.assert_close(model.weight.grad, reference.weight.grad)
+    assert list(tmp_path.glob("*_backward.00.aten"))
+
+
 def test_every_dump_reloads(tmp_path, monkeypatch):
     """An fx graph that calls `getattr` (torch names it without its module) dumps as
     `@builtins.getattr`; an ATen op that returns nothing (`_assert_scalar`) has no result."""
