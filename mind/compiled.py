@@ -102,10 +102,15 @@ class MindCode(OutputCode):
         """A graph run as parts: compiled ones, each checked on its own, and ops torch runs
         (mind/higher_order.py)."""
         code = cls(None, **kw)
-        code._call = boxed(call)
+        code._call = call
         return code
 
+    @torch._dynamo.disable
     def __call__(self, args: list) -> object:
+        """Never traced by Dynamo: a backward runs inside `loss.backward()`, which may be called
+        in a frame Dynamo traces (a compiled training step). Of that call's frames, this is the
+        first outside torch (whose files Dynamo skips): Dynamo started tracing here when only
+        the call inside was disabled, and broke a graph at it (Inductor's graphs gave none)."""
         return self._call(args)
 
     def prepare_for_serialization(self) -> None:
@@ -139,7 +144,7 @@ class MindCode(OutputCode):
         )
         if self.recording is not None:
             call = recorded(call, symbol, self.options, self.recording)
-        return boxed(call)
+        return call
 
     def _aten_module(self) -> torch.fx.GraphModule:
         if isinstance(self.aten, SavedGraph):
@@ -188,14 +193,6 @@ def timed(compile_fn: Callable[..., MindCode]) -> Callable[..., MindCode]:
     return run
 
 
-def boxed(fn: Callable[[list], object]) -> Callable[[list], object]:
-    """`fn` as AOTAutograd calls it (with the argument list), never traced by Dynamo: the backward
-    runs from inside user code (`loss.backward()`) that Dynamo may be tracing."""
-    run = torch._dynamo.disable(fn, recursive=True)
-    run._boxed_call = True
-    return run
-
-
 def run_eagerly(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, dump: GraphDump):
     """AOTAutograd's own ATen graph, boxed, after warning once why."""
     fall_back(symbol, exc, dump.reproducer())
@@ -204,7 +201,7 @@ def run_eagerly(aot_gm: torch.fx.GraphModule, symbol: str, exc: BaseException, d
 
 def eager_call(aot_gm: torch.fx.GraphModule) -> Callable[[list], object]:
     """AOTAutograd's own ATen graph, boxed."""
-    return boxed(make_boxed_func(aot_gm.forward))
+    return make_boxed_func(aot_gm.forward)
 
 
 class FirstCallCheck:

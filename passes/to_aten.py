@@ -184,8 +184,8 @@ def aten_graphs(
         return compile_fn
 
     forward, backward = compiler("forward"), compiler("backward")
-    # the compiler is out of Dynamo's reach (above), and what it returns is too, and boxed
-    # (mind.backend.boxed): the helper's own wrapping would unbox it
+    # the compiler is out of Dynamo's reach (above), and so is what it returns, which is boxed
+    # (mind/compiled.py `MindCode.__call__`): the helper's own wrapping would unbox it
     backward._is_wrapped_bw_compiler = True
     with _effect_tokens_in_graph(), _aot_cache(cache_tag) as cached:
         compiled = aot_autograd(

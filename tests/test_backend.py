@@ -242,11 +242,16 @@ def test_backward_recomputes_a_gelu_from_its_input(tmp_path, monkeypatch):
     assert saved == ["mm"], inputs
 
 
-def test_a_backward_compiled_inside_a_compiled_step_is_not_traced_by_dynamo(tmp_path, monkeypatch):
-    """Without AOTAutograd's cache (a dump) the backward compiles lazily, inside `loss.backward()`
-    of a compiled training step, where Dynamo traces the frames that run: it must not trace
-    mind's compiler (it warned of `time.time_ns`, the compile timer's, and broke graphs there)."""
-    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+@pytest.mark.parametrize("lazy", [False, True], ids=["with-the-forward", "in-backward"])
+def test_dynamo_traces_nothing_of_minds_in_a_compiled_training_step(lazy, tmp_path, monkeypatch):
+    """`loss.backward()` inside a compiled step runs mind's backward (and, without AOTAutograd's
+    cache, as when dumping, compiles it there) in a frame Dynamo traces. Dynamo traced mind's
+    compiler (warning of `time.time_ns`, the compile timer's) and the compiled graph's call,
+    breaking a graph at each; Inductor's graphs give no such break."""
+    from torch._dynamo.utils import counters
+
+    if lazy:
+        monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
     model = torch.nn.Linear(8, 4)
     reference = torch.nn.Linear(8, 4)
     reference.load_state_dict(model.state_dict())
@@ -257,13 +262,16 @@ def test_a_backward_compiled_inside_a_compiled_step_is_not_traced_by_dynamo(tmp_
         loss.backward()
         return loss
 
+    counters.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.compile(step, backend="mind")(model, x)
     assert [str(w.message) for w in caught] == []
+    breaks = [reason.split("\n")[0] for reason in counters["graph_break"]]
+    assert breaks == ["Unsupported Tensor.backward() call"]
     step(reference, x)
     torch.testing.assert_close(model.weight.grad, reference.weight.grad)
-    assert list(tmp_path.glob("*_backward.00.aten"))
+    assert bool(list(tmp_path.glob("*_backward.00.aten"))) == lazy
 
 
 def test_every_dump_reloads(tmp_path, monkeypatch):
