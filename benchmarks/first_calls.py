@@ -10,9 +10,13 @@ reversed every round, and before the first round a throwaway process per backend
 Python sources both import to bytecode (on a freshly started host that takes seconds, and
 whichever ran first would pay for both). A row reports the median over rounds, and a pair
 mind / Inductor: first calls move by 2x between hosts, so only a ratio from one run compares.
+With `--start-up` there is no throwaway Linear: the first call also pays the process's start-up
+(the backend's imports, its compile workers, Triton's and AOTAutograd's one-off costs), as a
+user's first call does.
 
     python3 -m benchmarks.first_calls [--models resnet,gpt2] [--modes infer,train]
-        [--dtype bf16] [--backends mind,inductor] [--rounds 2] [--no-warm] [--json F] [--md F]
+        [--dtype bf16] [--backends mind,inductor] [--rounds 2] [--no-warm] [--start-up]
+        [--json F] [--md F]
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--small", action="store_true", help="tiny configs (for CPU smoke tests)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-warm", action="store_true", help="cold first calls only")
+    p.add_argument(
+        "--start-up", action="store_true", help="no throwaway compile first: start-up included"
+    )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per process")
     p.add_argument("--json", default=None)
     p.add_argument("--md", default=None)
@@ -74,7 +81,8 @@ def first_call(spec: dict) -> dict:
     from benchmarks.zoo import MODELS, make
 
     task = Task(*(spec[k] for k in ("model", "dtype", "mode", "backend", "device", "small")))
-    warm_up(task)
+    if not spec.get("start_up"):
+        warm_up(task)
     module, inputs = make(MODELS[task.model], task.small, task.device, DTYPES[task.dtype])
     module.train(task.mode == "train")
     snapshot(module, stepper(task, module, module, inputs))
@@ -113,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     pairs = [(m, mode) for mode in args.modes for m in args.models]
     base = {"dtype": args.dtype, "device": args.device, "small": args.small}
+    base["start_up"] = args.start_up
     for backend in args.backends:  # bytecode for both, before anything is timed
         model, mode = pairs[0]
         spec = {**base, "model": model, "mode": mode, "backend": backend}
@@ -156,8 +165,10 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         head += [f"{b} {run} s" for b in args.backends]
         if len(args.backends) == 2:
             head.append(f"{run}: mind / inductor")
+    included = ", start-up included" if args.start_up else ""
     out = [
-        f"# First calls, {args.dtype}: each the median of the rounds it ran (of {args.rounds})",
+        f"# First calls, {args.dtype}{included}: each the median of the rounds it ran"
+        f" (of {args.rounds})",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),

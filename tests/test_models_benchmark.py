@@ -424,6 +424,21 @@ def test_first_calls_table_takes_medians_over_rounds_and_pairs_the_backends():
     assert "error in resnet infer mind warm, round 3:" in md and "RuntimeError: boom" in md
 
 
+def test_a_first_call_with_start_up_compiles_no_throwaway_first(env, monkeypatch):
+    from benchmarks import first_calls, model_row
+
+    warmed = []
+    monkeypatch.setattr(model_row, "warm_up", warmed.append)
+    spec = {"model": "mlp", "dtype": "fp32", "mode": "infer", "backend": "mind"}
+    spec |= {"device": "cpu", "small": True}
+    assert first_calls.first_call({**spec, "start_up": True})["first_s"] > 0
+    assert warmed == []
+    first_calls.first_call(spec)
+    assert len(warmed) == 1
+    md = first_calls.markdown([], first_calls.parse_args(["--models", "mlp", "--start-up"]))
+    assert md.startswith("# First calls, bf16, start-up included:")
+
+
 def test_first_calls_run_each_row_in_fresh_processes(env, tmp_path, capsys):
     from benchmarks import first_calls
 
