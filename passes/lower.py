@@ -168,14 +168,19 @@ class LowerCtx:
     is a pointwise node folding them."""
 
     def __init__(
-        self, block: Block, reserved: set[str], deterministic: bool = False, unroll_max: int = 0
+        self,
+        block: Block,
+        reserved: set[str],
+        deterministic: bool = False,
+        unroll_max: int = 0,
+        on_gpu: bool = False,
     ):
         self.block = block
         self.deterministic = deterministic
         self.unroll_max = unroll_max
         self.used = set(reserved)
         #: whether the graph has GPU tensors: its CPU ops then run in ATen (`_on_host`)
-        self.on_gpu = False
+        self.on_gpu = on_gpu
         self.outs: list[TensorType] = []
         self.op: Operation | None = None
         self.origin = ""
@@ -433,8 +438,7 @@ def lower_graph(graph: Operation, deterministic: bool = False, unroll_max: int =
         if isinstance(arg.type, SymType):
             env[arg] = arg.type.expr
     reserved = {v.name for o in graph.walk() for v in o.results} | {a.name for a in block.args}
-    ctx = LowerCtx(block, reserved, deterministic, unroll_max)
-    ctx.on_gpu = uses_gpu(graph)
+    ctx = LowerCtx(block, reserved, deterministic, unroll_max, uses_gpu(graph))
     last = graph.body.ops[-1] if graph.body.ops else None
     outputs = set(iter_values(last.values)) if last and last.name == "aten.output" else set()
     for op in input_writes_ordered(graph.body.ops):

@@ -60,9 +60,10 @@ def _every_other(x: torch.Tensor) -> torch.Tensor:
     return larger[..., 1::2]
 
 
-#: how the first input lies in memory, as a caller's tensor may: `dense` (contiguous), or a view
-#: that a graph's input strides and storage offset must describe (`LAYOUTS`)
+#: how the first input lies in memory, as a caller's tensor may: contiguous, or a view that a
+#: graph's input strides and storage offset must describe
 LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "dense": lambda x: x,
     "transposed": lambda x: x.transpose(0, 1).contiguous().transpose(0, 1) if x.dim() > 1 else x,
     "sliced": lambda x: _every_other(x) if x.dim() else x,
     # its first row along dim 0, broadcast (stride 0): elements share memory
@@ -292,7 +293,7 @@ OPS: dict[str, Op] = {
 
 @dataclass(frozen=True)
 class Program:
-    """Inputs' shapes (the first laid out as `layout` says, a key of LAYOUTS or "dense") and
+    """Inputs' shapes (the first laid out as `layout` says, a key of LAYOUTS) and
     steps: (op name, indexes of the values it takes, its parameters); value i < len(shapes) is
     input i. The inputs are of `dtype` (torch's name). With `mutates`, the program ends by
     writing its last input in place, as a model updates a buffer: outputs that are views of it
@@ -310,8 +311,7 @@ class Program:
         dtype = getattr(torch, self.dtype)
         scale = 1 if dtype.is_floating_point else 4
         xs = [(scale * torch.randn(s, generator=gen)).to(dtype).to(device) for s in self.shapes]
-        if self.layout != "dense":
-            xs[0] = LAYOUTS[self.layout](xs[0])
+        xs[0] = LAYOUTS[self.layout](xs[0])
         return xs
 
 
@@ -340,8 +340,10 @@ def generate(seed: int) -> Program:
         tuple(1 if r.random() < 0.25 else n for n in base) for _ in range(r.randint(1, 3))
     )
     dtype, mutates = r.choice(DTYPES), r.random() < 0.2
-    layouts = [n for n in LAYOUTS if not (n == "expanded" and mutates and len(shapes) == 1)]
-    layout = r.choice(layouts) if r.random() < 0.3 else "dense"  # (eager writes no shared memory)
+    views = [n for n in LAYOUTS if n != "dense"]
+    if mutates and len(shapes) == 1:  # (eager writes no memory its elements share)
+        views.remove("expanded")
+    layout = r.choice(views) if r.random() < 0.3 else "dense"
     program = Program(shapes, layout, (), dtype, mutates)
     values = program.inputs(seed)
     steps: list = []
