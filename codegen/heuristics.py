@@ -19,8 +19,8 @@ graph was traced, its `hints`, else SIZE_HINT), as Inductor does.
   short columns (FEW_COLUMNS, SHORT_COLUMN) take a column or a few a program instead, each
   column in one step.
 - warps: a warp per 128 elements of the tile, 2 to 8; a looped inner row of at least LONG_ROW
-  elements up to 16 (as Inductor's `_num_warps` allows looped reductions), one of at least
-  VERY_LONG_ROW elements (or 64 KiB of 32-bit ones) 32; `max-warps` caps them all.
+  elements or LONG_ROW_BYTES up to 16 (as Inductor's `_num_warps` allows looped reductions), one
+  of at least VERY_LONG_ROW elements (or 64 KiB of 32-bit ones) 32; `max-warps` caps them all.
 """
 
 from __future__ import annotations
@@ -54,9 +54,13 @@ FEW_COLUMNS, SHORT_COLUMN = 512, 1024
 MAX_R_BLOCK = 2048
 #: the most warps a reduction's program gets, and the most a looped row shorter than LONG_ROW gets
 MAX_WARPS, SHORT_ROW_WARPS = 32, 8
-#: a looped inner row this long takes up to LONG_ROW_WARPS: on an H200 16 warps run softmax, sums
-#: and variances of 8192 to 65536 elements 2-21% faster than 8, and a 4096-wide layer norm 4% slower
-LONG_ROW, LONG_ROW_WARPS = 8192, 16
+#: a looped inner row this long, or of LONG_ROW_BYTES of its widest load, takes up to
+#: LONG_ROW_WARPS: on an H200 16 warps run softmax, sums and variances of 8192 to 65536 elements
+#: 2-21% faster than 8. On an H100, tuning f32 rows of 4096 (16 KiB) found 16 warps 2.4% faster
+#: than 8 on a layer norm (0.1809 against 0.1852 ms, Inductor's 0.1807) and 0.6% on a softmax,
+#: and 8 warps 1-2% faster on a bf16 RMS norm's rows of 4096 (8 KiB); an earlier H200 measurement
+#: had found the f32 layer norm 4% slower at 16, on a kernel written otherwise (two loops)
+LONG_ROW, LONG_ROW_BYTES, LONG_ROW_WARPS = 8192, 16 * 1024, 16
 #: a looped inner row of VERY_LONG_ROW elements, or a row of 32-bit elements of VERY_LONG_ROW_BYTES,
 #: takes VERY_LONG_ROW_WARPS (a program of 1024 threads): on an H200 a softmax of 1024 rows of
 #: 65536 f32, written as mind writes it (R0_BLOCK 2048, the second loop walking backward), took
@@ -163,7 +167,8 @@ def looped_config(
             return LaunchConfig(
                 {"XBLOCK": 1, "R0_BLOCK": rblock}, min(max_warps, VERY_LONG_ROW_WARPS)
             )
-        warps = LONG_ROW_WARPS if rnumel >= LONG_ROW else SHORT_ROW_WARPS
+        long = rnumel >= LONG_ROW or rnumel * itemsize >= LONG_ROW_BYTES
+        warps = LONG_ROW_WARPS if long else SHORT_ROW_WARPS
         return _reduction(1, rblock, min(max_warps, warps))
     if xnumel <= FEW_COLUMNS and rnumel <= SHORT_COLUMN:
         # a program or two at 32 columns would walk its rows one short step after another:
