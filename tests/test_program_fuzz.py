@@ -113,3 +113,14 @@ def test_programs_the_fuzzer_found(name, monkeypatch):
     program, dynamic = FOUND[name]
     monkeypatch.setattr(program_fuzz, "generate", lambda seed: program)
     assert program_fuzz.check(0, dynamic) == ("ok", "")
+
+
+def test_closeness_to_float64_is_judged_on_finite_values():
+    """A result holding NaN or inf (a program may make them) is still judged against float64:
+    mind's floor of a bf16 `3 * x` at -5 (computed in f32) where eager's is -4 (3x rounded to
+    -4.0 first) and float64's -5 is the closer, NaN beside it or not."""
+    nan, inf = float("nan"), float("inf")
+    exact = [("output 0", torch.tensor([-5.0, nan, inf], dtype=torch.float64))]
+    eager = torch.tensor([-4.0, nan, inf]).bfloat16()
+    assert program_fuzz._closer_to_exact(exact, 0, eager, torch.tensor([-5.0, nan, inf]).bfloat16())
+    assert not program_fuzz._closer_to_exact(exact, 0, torch.tensor([-5.0, nan, inf]), eager)
