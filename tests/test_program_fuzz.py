@@ -124,3 +124,16 @@ def test_closeness_to_float64_is_judged_on_finite_values():
     eager = torch.tensor([-4.0, nan, inf]).bfloat16()
     assert program_fuzz._closer_to_exact(exact, 0, eager, torch.tensor([-5.0, nan, inf]).bfloat16())
     assert not program_fuzz._closer_to_exact(exact, 0, torch.tensor([-5.0, nan, inf]), eager)
+
+
+def test_a_program_dynamos_trace_refuses_is_untraced(monkeypatch):
+    """Eager multiplies an empty int32 batch by an f32 one (nothing to compute); Dynamo's trace,
+    before any backend, runs the meta function, which refuses the mix. Such a program is
+    'untraced': not mind's to answer."""
+    program = Program(
+        ((1, 1, 17), (0, 1, 17)), "dense", (("sinh", (0,), ()), ("bmm", (1, 2), ())), "int32"
+    )
+    monkeypatch.setattr(program_fuzz, "generate", lambda seed: program)
+    program_fuzz.run(program, *program.inputs(0))  # eager runs it
+    kind, detail = program_fuzz.check(0)
+    assert kind == "untraced", detail
