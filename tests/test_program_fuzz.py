@@ -137,3 +137,15 @@ def test_a_program_dynamos_trace_refuses_is_untraced(monkeypatch):
     program_fuzz.run(program, *program.inputs(0))  # eager runs it
     kind, detail = program_fuzz.check(0)
     assert kind == "untraced", detail
+
+
+def test_a_fallback_aot_eager_has_too_is_untraced(monkeypatch):
+    """An empty input's mse_loss backward: AOTAutograd's trace runs its meta, torch's rule,
+    which divides by the numel, 0; mind runs the graph eagerly, and `aot_eager` fails. Such a
+    program is 'untraced' too."""
+    program = Program(
+        ((0, 5, 3),), "dense", (("tanh", (0,), ()), ("mse_loss", (1, 0), ())), "float32"
+    )
+    monkeypatch.setattr(program_fuzz, "generate", lambda seed: program)
+    kind, detail = program_fuzz.check(0, train=True)
+    assert kind == "untraced" and "aot_eager fails too" in detail, detail

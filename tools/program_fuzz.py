@@ -22,7 +22,9 @@ outputs are compared too (a backward graph). Each program lands in one class:
     error     compiling or running raised
     untraced  Dynamo's own trace refused what eager ran, before any backend: a meta function
               checks what eager skips on an empty tensor (a matmul of int32 and f32 with no
-              elements). Not mind's to answer, and not counted against it
+              elements); or mind fell back where `aot_eager` fails too, AOTAutograd's trace
+              (an empty input's mse_loss backward, whose meta divides by its numel, 0). Not
+              mind's to answer, and not counted against it
 
 mind-opt reruns a fallback's failing pass on the reproducer its warning names. On CPU the
 kernels run in Triton's interpreter; tests/test_program_fuzz.py runs a fixed-seed slice.
@@ -168,8 +170,21 @@ def check(
                 continue
             return "mismatch", f"{what}: off by {err:.3g} (eager's inputs nudged: {noise:.3g})"
     if fallbacks:
+        if not _traces(program, inputs, train, dynamic):
+            return "untraced", f"aot_eager fails too: {fallbacks[0]}"
         return "fallback", fallbacks[0]
     return "ok", ""
+
+
+def _traces(program: Program, inputs: list, train: bool, dynamic: bool) -> bool:
+    """Whether the program runs compiled by `aot_eager`: Dynamo's and AOTAutograd's traces, no
+    compiler."""
+    torch._dynamo.reset()
+    try:
+        _results(torch.compile(run, backend="aot_eager", dynamic=dynamic), program, inputs, train)
+    except torch._dynamo.exc.BackendCompilerFailed:
+        return False
+    return True
 
 
 Results = list[tuple[str, torch.Tensor]]
