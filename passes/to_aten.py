@@ -116,11 +116,13 @@ def _or_the_op(rule: Callable, *args, **kwargs):
     """torch's `rule`, or where it refuses what eager takes, the op itself (NotImplemented:
     make_fx then traces the op undecomposed, and it lowers or runs in ATen). The references
     check more than the kernels: `addcmul(int, int, int, value=0.5)` raises in `_refs.addcmul`
-    ("cannot be safely cast") while eager truncates the value; the op's own meta still raises
-    whatever eager raises."""
+    ("cannot be safely cast") while eager truncates the value; and a rule may call an op that
+    refuses what the decomposed op takes: `_adaptive_avg_pool2d` of a 3-d input with no
+    channels (an empty batch of `adaptive_avg_pool1d`) calls `avg_pool2d`, whose check allows
+    only the batch to be empty. The op's own meta still raises whatever eager raises."""
     try:
         return rule(*args, **kwargs)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RuntimeError):
         return NotImplemented
 
 

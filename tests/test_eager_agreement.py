@@ -104,6 +104,12 @@ CASES = {
         lambda x: torch.addcmul(x, x, x, value=0.5) * 2,
         lambda: (torch.tensor([1, 2, 3, -4]),),
     ),
+    # torch's rule for _adaptive_avg_pool2d calls avg_pool2d, whose check refuses a 3-d input
+    # with no channels (only a batch may be empty), which the op itself takes: the op is kept
+    "adaptive_avg_pool_no_channels": (
+        lambda x, y: (F.adaptive_avg_pool1d(x, 3), F.adaptive_avg_pool2d(y, (2, 3))),
+        lambda: (torch.randn(2, 0, 33), torch.randn(0, 8, 9)),
+    ),
     # a scalar operand wraps around into the tensor's integer dtype, as eager converts it
     "int_scalar_wraps": (
         lambda x: (
