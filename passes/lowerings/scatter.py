@@ -57,20 +57,24 @@ ATEN_ACCUMULATES = (dt.i64, dt.b8)
 ScatterFn = Callable[[BodyBuilder, list], tuple[Sequence[IntLike | Value], Value]]
 
 
-def has_atomic(dtype: DType, device: Device | None) -> bool:
-    """Whether kernels on `device` add `dtype` atomically: bf16 needs sm90 (Triton's interpreter,
-    on CPU, has no bf16 atomics either)."""
-    if dtype != dt.bf16:
-        return True
+def accumulates_in(dtype: DType, device: Device | None) -> DType:
+    """The dtype a scatter's additions into `dtype` round to: `dtype` itself where kernels on
+    `device` add it atomically, as eager's CUDA kernels do (f16; bf16 from sm90), else f32, the
+    sum rounded once at the end. On CPU eager accumulates 16-bit floats in f32, while Triton's
+    interpreter (numpy) would round each addition, and has no bf16 atomics at all."""
+    if dtype not in (dt.f16, dt.bf16):
+        return dtype
     if device is None or device.type != "cuda" or not torch.cuda.is_available():
-        return False
-    return torch.cuda.get_device_capability(device.index or 0) >= (9, 0)
+        return dt.f32
+    if dtype == dt.bf16 and torch.cuda.get_device_capability(device.index or 0) < (9, 0):
+        return dt.f32
+    return dtype
 
 
 def store_mode(ctx: LowerCtx, reduce: str | None, dtype: DType) -> tuple[str | None, DType]:
     """The store mode computing `reduce` (None: overwrite) and the dtype the scatter's target
-    holds meanwhile (f32 for a bf16 accumulation without bf16 atomics), or Unsupported where
-    Inductor runs the scatter in ATen."""
+    holds meanwhile (`accumulates_in`), or Unsupported where Inductor runs the scatter in
+    ATen."""
     if ctx.deterministic:
         raise Unsupported("deterministic algorithms: scatters run in ATen")
     if reduce is None:
@@ -80,7 +84,7 @@ def store_mode(ctx: LowerCtx, reduce: str | None, dtype: DType) -> tuple[str | N
         raise Unsupported(f"no atomic computes scatter reduce '{reduce}'")
     if dtype in ATEN_ACCUMULATES or dtype not in mode.dtypes:
         raise Unsupported(f"{mode.name} of {dtype}")
-    return mode.name, dtype if has_atomic(dtype, ctx.out.device) else dt.f32
+    return mode.name, accumulates_in(dtype, ctx.out.device)
 
 
 def copy_of(ctx: LowerCtx, x: Value, dtype: DType | None = None) -> Value:
