@@ -3,6 +3,8 @@ many reductions each depends on. A looped kernel runs one r-loop per phase that 
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 import sympy
 from mind.analysis.deps import INDEXED, equal
 from mind.dialects.scheduled import KEEPS_ROW, Load, Reduction, Store
@@ -61,8 +63,9 @@ class Phases:
                     stack.append(producer)
         return found
 
-    def closure(self, targets: list[Operation]) -> list[Operation]:
-        """The targets and the ops along r they need (recomputed in each r-loop), in body order."""
+    def closure(self, targets: list[Operation], held: Container[Value] = ()) -> list[Operation]:
+        """The targets and the ops along r they need (recomputed in each r-loop), in body order;
+        not those whose result is `held` already (in registers), nor what only they need."""
         needed, stack = set(targets), list(targets)
         while stack:
             for value in stack.pop().operands:
@@ -70,6 +73,7 @@ class Phases:
                 if (
                     op is not None
                     and op not in needed
+                    and value not in held
                     and self.has_r[op]
                     and not isinstance(op, Reduction)
                 ):

@@ -8,10 +8,14 @@ after the loop.
 
 In a cooperative kernel (codegen/cooperative.py) each program reduces its chunk of the row to
 `partial` values, carried values as `finish` merges them, and every program of the row merges
-all the chunks' partials with `finish`, laid along r.
+all the chunks' partials with `finish`, laid along r. A partial may also say what its chunk's
+registers already hold of the row's later ops (`Partial.reuse`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from mind.dialects.reductions import REDUCTIONS, Arith, Reduction
 from mind.dialects.scheduled import Reduction as ReductionOp
@@ -20,6 +24,17 @@ from mind.ir import dtypes as dt
 from mind.ir.core import Operation, Value
 
 from .kernel import KernelBuilder, Scope
+
+
+@dataclass
+class Partial:
+    """A chunk's share of a row: each value with what merges as nothing (the value a lane past
+    the last chunk holds). `reuse`, given the merged results, answers the body's values it can
+    give from the chunk's registers more cheaply than the body computes them (scheduled value ->
+    kernel value)."""
+
+    values: list[tuple[Value, float]]
+    reuse: Callable[[list[Value]], dict[Value, Value]] = field(default=lambda merged: {})
 
 
 class Accumulator:
@@ -45,9 +60,8 @@ class Accumulator:
         """Whether `partial` gives `op`'s share of a row as f32 values (the workspace's type)."""
         return False
 
-    def partial(self, b: KernelBuilder, scope: Scope, op: ReductionOp) -> list[tuple[Value, float]]:
-        """A chunk's share of the row, each value with what merges as nothing (the value a lane
-        past the last chunk holds)."""
+    def partial(self, b: KernelBuilder, scope: Scope, op: ReductionOp) -> Partial:
+        """A chunk's share of the row."""
         raise NotImplementedError
 
 
@@ -113,7 +127,9 @@ class Fold(Accumulator):
         )
 
     def partial(self, b, scope, op):
-        return [(self.rows(b, scope, op)[0], REDUCTIONS[op.reduction_type].neutral(dt.f32))]
+        return Partial(
+            [(self.rows(b, scope, op)[0], REDUCTIONS[op.reduction_type].neutral(dt.f32))]
+        )
 
 
 class Best(Accumulator):

@@ -19,11 +19,12 @@ loop's exp(x - M) gives eager's nan.
 from __future__ import annotations
 
 from mind.dialects.reductions import REDUCTIONS, online_softmax_merge
+from mind.dialects.scheduled import Reduction as ReductionOp
 from mind.dialects.triton import dtype_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
 
-from .accumulators import ACCUMULATORS, Accumulator, Blocks, keep_masked, reduce_block
+from .accumulators import ACCUMULATORS, Accumulator, Blocks, Partial, keep_masked, reduce_block
 from .kernel import KernelBuilder, Scope
 
 MAX, SUM = REDUCTIONS["max"], REDUCTIONS["sum"]
@@ -58,16 +59,50 @@ class OnlineSoftmax(Accumulator):
         return op.results[0].type.dtype == dt.f32
 
     def partial(self, b, scope, op):
-        """The chunk's max and sum; a chunk of -inf alone sums to 0 (not exp(-inf - -inf),
-        nan), as a lane that has seen only -inf does in an r-loop."""
-        m, s = self.rows(b, scope, op)
+        """The chunk's max m and its sum of e = exp(v - base), base = m, or 0 for a chunk of -inf
+        alone (whose e and sum are then 0, not exp(-inf - -inf), nan, as a lane that has seen
+        only -inf sums in an r-loop). The chunk's e stays in registers for the row's softmax
+        (`_normalized`)."""
+        v = scope.values[op.value]
+        m = reduce_block(b, scope, [b.masked_input(scope, v, MAX.neutral(dt.f32), dt.f32)], MAX, dt.f32)  # fmt: skip
         ninf, zero = _constants(b, scope, dt.f32)
-        empty = b.emit_op(scope, "eq", [m, ninf], dt.b8)
-        return [(m, float("-inf")), (b.emit_op(scope, "where", [empty, zero, s], dt.f32), 0.0)]
+        base = b.emit_op(
+            scope, "where", [b.emit_op(scope, "eq", [m, ninf], dt.b8), zero, m], dt.f32
+        )
+        e = _exp_sub(b, scope, v, base)
+        s = reduce_block(b, scope, [b.masked_input(scope, e, SUM.neutral(dt.f32), dt.f32)], SUM, dt.f32)  # fmt: skip
+        return Partial(
+            [(m, float("-inf")), (s, 0.0)],
+            lambda merged: _normalized(b, scope, op, e, base, merged),
+        )
 
     def finish(self, b, scope, op, out):
         m, s = out
         return list(online_softmax_merge(Blocks(b, scope, dtype_of(s)), m, s))
+
+
+def _normalized(
+    b: KernelBuilder, scope: Scope, op: ReductionOp, e: Value, base: Value, merged: list[Value]
+) -> dict[Value, Value]:
+    """Each exp(v - M) of the body that is only divided by the row's sum S, as the chunk's e
+    rescaled, e * exp(base - M): an exp of a row value less a multiply per element. Exact where
+    the quotient is: a chunk of -inf alone gives 0 (e = 0) where M is finite, and nan (0 * inf)
+    where the whole row is -inf (M = -inf, eager's nan); a row holding +inf or nan has S nan. An
+    exp used otherwise is left to the body (a row holding +inf would give nan for its 0)."""
+    v, (row_max, row_sum) = op.value, op.results
+    scale = None
+    found = {}
+    for sub in row_max.users:
+        if sub.kind != "sub" or list(sub.operands) != [v, row_max]:
+            continue
+        for exp in sub.result.users:
+            if exp.kind == "exp" and all(
+                u.kind == "truediv" and list(u.operands) == [exp.result, row_sum]
+                for u in exp.result.users
+            ):
+                scale = scale or _exp_sub(b, scope, base, merged[0])
+                found[exp.result] = b.emit_op(scope, "mul", [e, scale], dt.f32)
+    return found
 
 
 def _constants(b: KernelBuilder, scope: Scope, dtype: dt.DType) -> tuple[Value, Value]:

@@ -21,7 +21,7 @@ from mind.dialects.triton import dtype_of, shape_of
 from mind.ir import dtypes as dt
 from mind.ir.core import Value
 
-from .accumulators import ACCUMULATORS, Accumulator, Blocks, keep_masked
+from .accumulators import ACCUMULATORS, Accumulator, Blocks, Partial, keep_masked
 from .kernel import KernelBuilder, Scope
 
 
@@ -78,7 +78,7 @@ class Welford(Accumulator):
             count = ops.sum(b.masked_input(scope, b.full(scope, 1.0, dt.f32, (1, 1)), 0.0, dt.f32))
         mean = ops.truediv(ops.sum(v), count)
         dev = b.masked_input(scope, ops.sub(v, mean), 0.0, dt.f32)
-        return [(mean, 0.0), (ops.sum(ops.mul(dev, dev)), 0.0), (count, 0.0)]
+        return Partial([(mean, 0.0), (ops.sum(ops.mul(dev, dev)), 0.0), (count, 0.0)])
 
 
 def _uniform(b: KernelBuilder) -> bool:

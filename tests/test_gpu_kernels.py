@@ -207,6 +207,27 @@ def test_cooperative_reductions(name, tmp_path, monkeypatch):
     assert any("triton_coop_" in p.read_text() for p in tmp_path.glob("*.py"))
 
 
+def test_a_cooperative_softmax_rescales_its_chunks_exp(tmp_path, monkeypatch):
+    """The cooperative softmax divides its chunks' exp, rescaled to the row's max, by the row's
+    sum (codegen/online_softmax.py `_normalized`): eager's numbers, nan where eager's are, on rows
+    with chunks of -inf alone, a row of -inf alone, a row holding +inf and one holding nan; an
+    exp also returned unnormalized is computed from the row, not rescaled."""
+    monkeypatch.setenv("MIND_DUMP_DIR", str(tmp_path))
+    x = _masked_tail(torch.randn(512, 65536, device="cuda") * 4)
+    x[1], x[2, 5], x[3, 7] = float("-inf"), float("inf"), float("nan")
+
+    def fn(x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return torch.softmax(x, -1), e, e / e.sum(-1, keepdim=True)
+
+    torch._dynamo.reset()
+    with no_fallback():
+        got = torch.compile(fn, backend="mind")(x)
+    for g, w in zip(got, fn(x.double())):
+        torch.testing.assert_close(g.double(), w, rtol=1e-6, atol=1e-6, equal_nan=True)
+    assert any("triton_coop_" in p.read_text() for p in tmp_path.glob("*.py"))
+
+
 @pytest.mark.parametrize("columns", [16384, 65536])
 def test_max_autotune_times_cooperative_against_looped(columns, tmp_path):
     """Under max-autotune a long row's launch times its cooperative and looped kernels (whose
