@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -331,6 +332,22 @@ def test_timing_lock_runs_shared_together_and_exclusive_alone(tmp_path):
         assert not timed.wait(0.3)  # the timing waits for both to finish
     thread.join(10)
     assert timed.is_set()
+
+
+def test_a_row_holds_the_timing_lock_shared_until_its_process_is_gone(tmp_path):
+    """A finished row's teardown (CUDA context, compile pools, caches) must not run beside
+    another row's timing: the timing waits for the process to end."""
+    code = (
+        "import sys, time; from benchmarks.workers import TimingLock; "
+        "TimingLock(sys.argv[1]).shared_until_exit(); print('held', flush=True); time.sleep(0.5)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "held"
+    with TimingLock(tmp_path).exclusive():
+        assert proc.poll() is not None  # it had exited before the timing began
+    proc.wait()
 
 
 @pytest.mark.gpu
