@@ -29,10 +29,9 @@ import hashlib
 import json
 import py_compile
 import re
-import sys
 from functools import cache
 from importlib.machinery import SourceFileLoader
-from importlib.util import cache_from_source
+from importlib.util import cache_from_source, find_spec
 from pathlib import Path
 from types import CodeType
 
@@ -68,28 +67,33 @@ def source_key(source: str, interpret: bool) -> str:
     return _digest(source, triton.__version__, device_key(interpret))
 
 
-@cache
-def mind_fingerprint() -> str:
-    """sha256 of the source of every loaded mind package (the compiler: ir, dialects, parser,
-    passes, runtime, ...), so an edited pass never serves a stale graph."""
-    import mind.passes  # noqa: F401
-    import mind.target  # noqa: F401  (the emitter, which the backend loads when it first emits)
+#: the packages whose source decides what mind makes of a graph (not mind.tools)
+COMPILER_PACKAGES = (
+    "mind", "mind.ir", "mind.dialects", "mind.parser", "mind.passes", "mind.analysis",
+    "mind.codegen", "mind.target", "mind.interpreters", "mind.runtime",
+)  # fmt: skip
 
-    import mind.backend  # noqa: F401  (loads what compiles a graph)
 
+def compiler_sources() -> list[Path]:
+    """Every source file of the compiler's packages, loaded or not: passes, codegen and the
+    analyses load on first use, after a cache is first asked."""
     folders = {
         Path(folder)
-        for name, module in list(sys.modules.items())
-        if name == "mind" or name.startswith("mind.")
-        for folder in getattr(module, "__path__", ())
+        for name in COMPILER_PACKAGES
+        for folder in find_spec(name).submodule_search_locations
     }
-    files = sorted(
+    return sorted(
         f
         for folder in folders
         for f in folder.rglob("*")
         if f.suffix in (".py", ".lark") and "__pycache__" not in f.parts
     )
-    return _digest(*(f"{f.name}:{f.read_text()}" for f in files))
+
+
+@cache
+def mind_fingerprint() -> str:
+    """sha256 of the compiler's source, so an edited pass never serves a stale graph."""
+    return _digest(*(f"{f.name}:{f.read_text()}" for f in compiler_sources()))
 
 
 def compiler_key(request: str, interpret: bool) -> str:

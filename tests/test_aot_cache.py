@@ -171,6 +171,19 @@ def test_what_changes_the_result_misses(monkeypatch, change):
     assert (compiles.hits, compiles.misses, bool(compiles.generated)) == (hit, not hit, not hit)
 
 
+def test_mind_s_source_means_every_compiler_package_loaded_or_not():
+    """A process asks the caches before passes, codegen and the analyses load (they load on
+    first use): the fingerprint must still hash them. It hashed only the packages loaded, so
+    an edited analysis/phases.py served the module compiled before the edit."""
+    code = "from mind.runtime import cache; print(*cache.compiler_sources(), sep='\\n')"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    names = {os.path.relpath(p, root) for p in run.stdout.split()}
+    wanted = {"analysis/phases.py", "codegen/cooperative.py", "passes/lowerings/scatter.py"}
+    assert wanted | {"parser/mind.lark", "runtime/cache.py", "mind/backend.py"} <= names
+    assert not any(n.startswith("tools/") for n in names)
+
+
 def test_the_tag_holds_the_values_of_the_graphs_constants():
     """AOTAutograd keys a Dynamo graph's tensor attributes by their metadata only."""
 
