@@ -32,7 +32,28 @@ class Phases:
             for result in op.results:
                 info[result] = (level + 1, False) if reduction else (level, self.has_r[op])
                 self.defs[result] = op
+        self._store_after_reads()
         self.count = max(self.level.values(), default=0) + 1
+
+    def _store_after_reads(self) -> None:
+        """A store into a buffer the node also loads (an input it overwrites) moves to the last
+        phase that loads it: a looped kernel loads again in each phase's r-loop, and must not
+        read what an earlier loop stored. (In one loop, each element is loaded before the store
+        at its index.)"""
+        last: dict[Operation, int] = {}  # the last phase whose r-loop computes each op
+        for op in reversed(self.ops):
+            users = [u for r in op.results for u in r.users if u in self.level]
+            last[op] = max(
+                [self.level[op]]
+                + [self.level[u] if isinstance(u, Reduction) else last[u] for u in users]
+            )
+        read: dict[Value, int] = {}
+        for op in self.ops:
+            if isinstance(op, Load) and self.has_r[op]:
+                read[op.source] = max(read.get(op.source, 0), last[op])
+        for op in self.ops:
+            if isinstance(op, Store) and op.buffer in read:
+                self.level[op] = max(self.level[op], read[op.buffer])
 
     def x_ops(self, k: int) -> list[Operation]:
         """Phase k's work that is one value per row: computed outside any r-loop."""

@@ -158,6 +158,23 @@ def test_conv_batch_norm_net(mode):
     torch.testing.assert_close(net[1].running_var, ref[1].running_var)
 
 
+def test_an_input_overwritten_after_a_later_phase_reads_it():
+    """One looped kernel reads y in its second r-loop (after x's max) and overwrites y: the
+    store waits for that loop (analysis/phases.py), where the first loop had stored -2y + 1
+    before the second read it (the program fuzzer's program 594049)."""
+
+    def fn(x, y):
+        out = (y - x.amax()).exp()
+        y.mul_(-2).add_(1)
+        return out
+
+    x, y = torch.randn(5000), torch.randn(5000)
+    want_y = y.clone()
+    want = fn(x, want_y)
+    torch.testing.assert_close(compile_strictly(fn, x, y), want)
+    torch.testing.assert_close(y, want_y)
+
+
 RAISES = {
     # an index out of range: the kernel asserts (Inductor's indirect-index assert), and the
     # call whose check fails reruns eagerly, which raises its own IndexError
