@@ -29,6 +29,7 @@ import argparse
 import ast
 import itertools
 import json
+import math
 import os
 import select
 import shutil
@@ -229,8 +230,10 @@ def closer_to_float64(fn, args, got, want, draw: Draw = Draw(), tol: float = 0.0
     """Where a low-precision result differs from eager's: whether each output either agrees with
     eager's (within `tol`) or is a floating tensor closer to the op run in float64 than eager's
     is (eager's CPU grid sampler in bfloat16 is 0.16 off on values of 1.6, mind's 0.004), and by
-    how much; "" where not, or where float64 can't tell (a tie, a NaN). Where the float64 result
-    is not finite (atanh's gradient at 1), both must be as eager's."""
+    how much; "" where not, or where float64 can't tell (a tie, a NaN of mind's). Eager's NaN
+    where float64 is finite counts as infinitely far (a float16 soft margin loss whose exp
+    overflows: eager's gradient NaN, mind's within 1e-4). Where the float64 result is not finite
+    (atanh's gradient at 1), both must be as eager's."""
     lowp = (torch.float16, torch.bfloat16, torch.float32)
 
     def wide(x):
@@ -255,7 +258,7 @@ def closer_to_float64(fn, args, got, want, draw: Draw = Draw(), tol: float = 0.0
         if not finite.any() or not _same(g[~finite], w[~finite], 0.0):
             return ""
         mine, eager = ((x.double() - r)[finite].abs().max().item() for x in (g, w))
-        if not mine < eager:  # (NaN: can't tell)
+        if not mine < (math.inf if math.isnan(eager) else eager):  # (mind's NaN: can't tell)
             return ""
         errors.append((mine, eager))
     if not errors:
