@@ -4,6 +4,8 @@ failing."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from mind.tools import program_fuzz
@@ -105,6 +107,43 @@ FOUND = {
         Program(((3, 8),), "dense", (("half", (0,), (0,)), ("clamp_tensor", (0, 1), ()))),
         True,
     ),
+    # a looped reduction's node reads an input after the max and overwrites it: the first r-loop
+    # stored -2y + 1, which the second read (analysis/phases.py)
+    "input_written_before_a_later_phase_reads_it": (
+        Program(
+            ((16,), (16,)),
+            "dense",
+            (
+                ("rsqrt", (0,), ()),
+                ("positive", (1,), ()),
+                ("amax", (0,), (0, False)),
+                ("stack", (0,), (0,)),
+                ("sign", (0,), ()),
+                ("logical", (4, 1), ()),
+            ),
+            "int64",
+            True,
+        ),
+        True,
+    ),
+    # 0 ** 0: the interpreted pow, exp2(0 * log2(0)), gave NaN where C's gives 1
+    "zero_to_the_zero": (
+        Program(
+            ((1031, 8, 1), (1031, 8, 1)),
+            "transposed",
+            (
+                ("to_bf16", (1,), ()),
+                ("pow_tensor", (1, 2), ()),
+                ("add", (1, 2), ()),
+                ("square", (4,), ()),
+                ("floor_div", (3, 3), ()),
+                ("max", (6,), (2, False)),
+                ("remainder", (3,), ()),
+            ),
+            "int32",
+        ),
+        False,
+    ),
 }
 
 
@@ -124,6 +163,14 @@ def test_closeness_to_float64_is_judged_on_finite_values():
     eager = torch.tensor([-4.0, nan, inf]).bfloat16()
     assert program_fuzz._closer_to_exact(exact, 0, eager, torch.tensor([-5.0, nan, inf]).bfloat16())
     assert not program_fuzz._closer_to_exact(exact, 0, torch.tensor([-5.0, nan, inf]), eager)
+
+
+def test_a_nan_where_eager_has_a_number_is_an_error_however_the_rest_agrees():
+    """Only a NaN apart (mind's 0 ** 0 was NaN, eager's 1): no nudge of eager's inputs and no
+    float64 run excuses it."""
+    nan = float("nan")
+    assert program_fuzz._error(torch.tensor([1.0, 2.0]), torch.tensor([1.0, nan])) == math.inf
+    assert program_fuzz._error(torch.tensor([1.0, nan]), torch.tensor([1.5, nan])) == 0.5
 
 
 def test_a_program_dynamos_trace_refuses_is_untraced(monkeypatch):

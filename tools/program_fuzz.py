@@ -168,7 +168,12 @@ def check(
             err, noise = _error(a, b), _error(a, moved()[i][1])
             if err <= 2 * noise or _closer_to_exact(exact(), i, a, b):
                 continue
-            return "mismatch", f"{what}: off by {err:.3g} (eager's inputs nudged: {noise:.3g})"
+            off = (
+                "NaN where eager's is not, or not where it is"
+                if err == math.inf
+                else f"off by {err:.3g}"
+            )
+            return "mismatch", f"{what}: {off} (eager's inputs nudged: {noise:.3g})"
     if fallbacks:
         if not _traces(program, inputs, train, dynamic):
             return "untraced", f"aot_eager fails too: {fallbacks[0]}"
@@ -224,6 +229,10 @@ def _weights(out: torch.Tensor) -> torch.Tensor:
 
 
 def _error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest difference of the values; inf where one holds NaN and the other not (its
+    finite values may agree: 0 ** 0 gave NaN where eager gave 1)."""
+    if not torch.equal(a.isnan(), b.isnan()):
+        return math.inf
     return (a.double() - b.double()).abs().nan_to_num(0).max().item()
 
 
