@@ -168,11 +168,8 @@ def check(
             err, noise = _error(a, b), _error(a, moved()[i][1])
             if err <= 2 * noise or _closer_to_exact(exact(), i, a, b):
                 continue
-            off = (
-                "NaN where eager's is not, or not where it is"
-                if err == math.inf
-                else f"off by {err:.3g}"
-            )
+            apart = not torch.equal(a.isnan(), b.isnan())
+            off = "NaN where eager's is not, or not where it is" if apart else f"off by {err:.3g}"
             return "mismatch", f"{what}: {off} (eager's inputs nudged: {noise:.3g})"
     if fallbacks:
         if not _traces(program, inputs, train, dynamic):
