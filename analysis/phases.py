@@ -39,7 +39,8 @@ class Phases:
         """A store into a buffer the node also loads (an input it overwrites) moves to the last
         phase that loads it: a looped kernel loads again in each phase's r-loop, and must not
         read what an earlier loop stored. (In one loop, each element is loaded before the store
-        at its index.)"""
+        at its index; the verifier refuses a load of the buffer at any other index, so such a
+        load varies along r as the store does.)"""
         last: dict[Operation, int] = {}  # the last phase whose r-loop computes each op
         for op in reversed(self.ops):
             users = [u for r in op.results for u in r.users if u in self.level]
