@@ -492,7 +492,8 @@ if INTERPRET:
         negative base, -0 and -inf too; a finite negative base to a fraction is NaN. Exactly 1
         where C says so whatever the other operand (NaN, inf, 0 included): a ** 0, 1 ** b,
         (-1) ** +-inf, where exp2 would give NaN (0 * inf)."""
-        x, y = a.to(tl.float64), b.to(tl.float64)
+        # (one shape: the interpreter cannot `&` a 0-d condition of a scalar base with a block's)
+        x, y = tl.broadcast(a.to(tl.float64), b.to(tl.float64))
         magnitude = tl.exp2(y * tl.log2(tl.abs(x)))
         integer = y == tl.floor(y)
         odd = integer & ((y - 2.0 * tl.floor(y * 0.5)) == 1.0)
