@@ -41,6 +41,9 @@ class Phases:
         read what an earlier loop stored. (In one loop, each element is loaded before the store
         at its index; the verifier refuses a load of the buffer at any other index, so such a
         load varies along r as the store does.)"""
+        stored = {op.buffer for op in self.ops if isinstance(op, Store)}
+        if not any(isinstance(op, Load) and op.source in stored for op in self.ops):
+            return  # (most nodes: nothing to walk)
         last: dict[Operation, int] = {}  # the last phase whose r-loop computes each op
         for op in reversed(self.ops):
             users = [u for r in op.results for u in r.users if u in self.level]

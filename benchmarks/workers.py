@@ -64,11 +64,15 @@ class TimingLock:
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
+    def _through_gate(self) -> None:
+        """Waits behind a timing that waits for the room (a shared holder enters after it)."""
         self.notify("wait")
         with self._flock("gate", fcntl.LOCK_EX):
             pass
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        self._through_gate()
         with self._flock("room", fcntl.LOCK_SH):
             self.notify("go")
             yield
@@ -77,9 +81,7 @@ class TimingLock:
         """Holds the lock shared for the rest of the process: the kernel releases it when the
         process is gone, after its teardown (the CUDA context, compile pools, caches removed),
         which is work a timing must not share the machine with either."""
-        self.notify("wait")
-        with self._flock("gate", fcntl.LOCK_EX):
-            pass
+        self._through_gate()
         # a descriptor no object owns: nothing closes it before the process ends
         fcntl.flock(os.open(self.folder / "room", os.O_WRONLY | os.O_CREAT), fcntl.LOCK_SH)
         self.notify("go")

@@ -17,11 +17,13 @@ What stays an ATen call, as in Inductor (`use_scatter_fallback`,
 reductions without an atomic (prod, mean, amax, amin), int64 and bool accumulation, and
 boolean mask indices, except `x[mask] = v` with one value, which is a `where`.
 
-A bf16 accumulation where the target has no bf16 atomics (Triton's interpreter; CUDA before
-sm90), which Inductor runs in ATen, accumulates in f32 instead: the scatter adds into an f32
-copy of `self`, then rounds once to bf16. ATen's `index_put_` on a CPU, which a decomposed
-`index_add` becomes, rounds each addition to bf16: 257 values added into one element of a bf16
-`index_add` came out at 23.6 where the exact sum is 24.60 (eager's `index_add`, 24.62).
+A 16-bit float accumulation that eager does not round per addition (on CPU, where eager
+accumulates in f32 and Triton's interpreter has no bf16 atomics) or that has no atomic (bf16
+on CUDA before sm90, which Inductor runs in ATen) accumulates in f32 instead
+(`accumulates_in`): the scatter adds into an f32 copy of `self`, then rounds once. ATen's
+`index_put_` on a CPU, which a decomposed `index_add` becomes, rounds each addition to bf16:
+257 values added into one element of a bf16 `index_add` came out at 23.6 where the exact sum
+is 24.60 (eager's `index_add`, 24.62).
 """
 
 from __future__ import annotations
