@@ -219,3 +219,19 @@ def test_optimizer_step_rows_say_how_far_each_step_is_from_eager(tmp_path, monke
     assert "error" not in rows["mind"] and rows["mind"]["fallbacks"] == []
     assert rows["mind"]["max_diff"] < 1e-7 and rows["mind"]["ms"] > 0
     assert "| mind |" in (tmp_path / "opt.md").read_text()
+
+
+def test_a_step_s_phases_leave_out_what_ran_before_it(monkeypatch):
+    """A collection while the model is built (a library imported, say) belongs to no step:
+    `compile_phases` once charged it to the first call's `gc`."""
+    from benchmarks import compile_phases
+
+    now = [0.0]
+    monkeypatch.setattr(compile_phases, "CLOCKS", {"cpu": lambda: now[0], "wall": lambda: now[0]})
+    phases = compile_phases.Phases()
+    phases._collected("start", {})
+    now[0] += 5.0  # a collection of 5 "seconds", before the step
+    phases._collected("stop", {})
+    spec = {"backend": "eager", "mode": "infer", "device": "cpu"}
+    steps = compile_phases.first_call(spec, torch.nn.Linear(4, 4), torch.ones(2, 4), phases)
+    assert steps["forward"]["phases"]["wall"].get("gc", 0.0) == 0.0
