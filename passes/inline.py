@@ -13,8 +13,10 @@ Inlined into a consumer that casts it back to f32, that rounding is dropped, as 
 kernels compute a fused chain in f32 and round where they store (its default; its
 `emulate_precision_casts` keeps them): `cast(cast(x, bf16), f32)` becomes `x`. A conversion the
 program wrote (a node whose body is a load and a cast: `x.to(torch.bfloat16)`) keeps its
-rounding. On an H200 the rounding cost GPT-2's tanh GELU (bf16, 2048 x 3072) 16%: 10.0 against
-8.6 us.
+rounding, and so does a value a comparison takes (`_compared`): a backward's `x == max(x)` of
+a recomputed `x` against the saved, rounded max (Inductor drops that rounding too, and its bf16
+gradient of a scatter_reduce amax is NaN). On an H200 the rounding cost GPT-2's tanh GELU
+(bf16, 2048 x 3072) 16%: 10.0 against 8.6 us.
 `emulate-precision-casts=true` keeps every rounding, for results equal to eager's op by op.
 A matmul template (mm-templates) keeps them always: its operands are what the matmul multiplies,
 and tl.dot multiplies bf16 operands on tensor cores, f32 ones, unrounded, in IEEE f32 without
@@ -140,7 +142,11 @@ class _BodyBuilder:
                 env[op.result] = self.load(op, subs, env, mask)
             elif isinstance(op, Index):
                 env[op.result] = self.index(op, subs)
-            elif isinstance(op, Cast) and self.unrounds(env[op.x], op.result.type.dtype):
+            elif (
+                isinstance(op, Cast)
+                and self.unrounds(env[op.x], op.result.type.dtype)
+                and not _compared(op.result)
+            ):
                 env[op.result] = self.rounded[env[op.x]]
             elif getattr(op, "kind", None) == "where" and _redundant(
                 *(env[v] for v in op.operands)
@@ -244,6 +250,18 @@ class _BodyBuilder:
         if a is None or b is None:
             return a or b
         return self.b.emit("logical_and", dt.b8, [a, b])
+
+
+#: ops that decide on their operands' exact values
+_COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def _compared(value: Value) -> bool:
+    """Whether a comparison takes `value`: an inlined op's rounding it undoes stays. A backward
+    compares the forward's values, recomputed, with the rounded ones it saved (`x == max`, in
+    amax's, scatter_reduce's, max_pool's); unrounded, no element ties and the gradient
+    divided by the tie count is NaN."""
+    return any(getattr(user, "kind", None) in _COMPARISONS for user in value.users)
 
 
 def _redundant(mask: Value, value: Value, other: Value) -> bool:
