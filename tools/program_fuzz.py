@@ -17,7 +17,8 @@ outputs are compared too (a backward graph). Each program lands in one class:
     ok        the same shapes, dtypes and values as eager: within 1e-3 (two roundings of a
               narrower dtype), or within twice what eager's own values move when its inputs
               move by about a rounding of their dtype, or about as close as eager's to the
-              program run in f64
+              program run in f64; a size that depends on values (nonzero's) may be the
+              nudged eager's or the f64 program's, its values then judged against that one
     mismatch  a shape, dtype or value differs          fallback  mind ran a graph eagerly
     error     compiling or running raised
     untraced  Dynamo's own trace refused what eager ran, before any backend: a meta function
@@ -161,6 +162,10 @@ def check(
     moved = functools.cache(lambda: _results(run, program, _nudged(inputs), train, quiet=True))
     exact = functools.cache(lambda: _in_f64(program, inputs, train))
     for i, ((what, a), (_, b)) in enumerate(zip(want, got)):
+        if a.shape != b.shape and a.dtype == b.dtype:
+            references = [moved()[i][1]] + ([exact()[i][1]] if exact() else [])
+            if any(_is_about(b, r) for r in references):
+                continue
         if a.shape != b.shape or a.dtype != b.dtype:
             return "mismatch", f"{what}: {b.dtype}{list(b.shape)}, eager {a.dtype}{list(a.shape)}"
         tol = max(1e-3, 2 * _eps(a.dtype))  # (f32: 1e-3; bf16: two roundings)
@@ -265,6 +270,17 @@ def _closer_to_exact(exact: Results | None, i: int, eager: torch.Tensor, got: to
     reference = exact[i][1]
     tol = 2 * _eps(eager.dtype) * _largest(reference)
     return _error(got, reference) <= 2 * _error(eager, reference) + tol
+
+
+def _is_about(got: torch.Tensor, reference: torch.Tensor) -> bool:
+    """Whether `got` is `reference` (a nudged eager's result, or the f64 program's) up to two
+    roundings of its dtype, size included. A size that depends on values (nonzero's, of
+    `lgamma(|x| + 0.5) > 0` in f16) differs from eager's where a compiled program keeps f32
+    between the ops it fuses: |x| + 0.5 unrounded is 2.0005, and its lgamma is above 0."""
+    if got.shape != reference.shape:
+        return False
+    tol = max(1e-3, 2 * _eps(got.dtype))
+    return torch.allclose(got.double(), reference.double(), rtol=tol, atol=tol, equal_nan=True)
 
 
 def _largest(t: torch.Tensor) -> float:
