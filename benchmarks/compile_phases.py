@@ -214,11 +214,44 @@ def throwaway(spec: dict) -> tuple[Any, Any]:
 
 
 def model_and_input(spec: dict) -> tuple[Any, Any]:
+    """The spec's model (`model`: one of `benchmarks.zoo`'s, in `dtype`) or a transformer stack
+    (`layers`), and its input."""
     import torch
 
+    if "model" in spec:
+        return zoo_model(spec)
     torch.manual_seed(0)
     model = transformer(spec["layers"], spec["width"], spec["heads"], spec["attention"])
     x = torch.randn(spec["batch"], spec["seq"], spec["width"], device=spec["device"])
+    return model, x
+
+
+def zoo_model(spec: dict) -> tuple[Any, Any]:
+    """One of the models benchmark's models (returning the tensor its output leads with) and its
+    input, run once eagerly first, as that benchmark runs it before it compiles: a library's
+    model imports and sets up what it defers to its first call, which is no compiler's time."""
+    import torch
+    from torch import nn
+
+    from benchmarks.model_row import DTYPES, primary
+    from benchmarks.zoo import MODELS, make
+
+    module, (x,) = make(MODELS[spec["model"]], spec["small"], spec["device"], DTYPES[spec["dtype"]])
+
+    class Primary(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.module = module
+
+        def forward(self, x):
+            return primary(self.module(x))
+
+    model = Primary().train(spec["mode"] == "train")
+    with torch.set_grad_enabled(spec["mode"] == "train"):
+        out = model(x)
+        if spec["mode"] == "train":
+            out.float().pow(2).mean().backward()
+            model.zero_grad(set_to_none=True)
     return model, x
 
 

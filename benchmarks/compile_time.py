@@ -1,11 +1,12 @@
 """Where compile time goes on real graphs: a plain-torch transformer stack of 1, 4 and 16 layers,
-inference and a training step, each row compiled in fresh processes: cold (empty caches) and
-warm (the caches the cold run filled; `--warm-runs` of them, the median reported). Reports
-mind's seconds per phase and per pass, per layer, and the first call of Inductor beside it,
-with the garbage collection in each.
+or the models benchmark's models (`--models`), inference and a training step, each row compiled
+in fresh processes: cold (empty caches) and warm (the caches the cold run filled; `--warm-runs`
+of them, the median reported). Reports mind's seconds per phase and per pass, per layer (per
+model), and the first call of Inductor beside it, with the garbage collection in each.
 
     python3 -m benchmarks.compile_time [--layers 1,4,16] [--modes infer,train]
         [--backends mind,inductor] [--device cpu|cuda] [--warm-runs N] [--json F] [--md F]
+    python3 -m benchmarks.compile_time --models resnet,gpt2 --dtype bf16 --device cuda
 
 On CPU the kernels run in Triton's interpreter and Inductor compiles C++: everything mind does
 but Triton's own compile is the same work as on a GPU. Rows run one at a time (`benchmarks.
@@ -24,6 +25,8 @@ from pathlib import Path
 
 from benchmarks.common import CACHE_DIRS, names_arg, write_outputs
 from benchmarks.compile_phases import NOT_COMPILE
+from benchmarks.model_row import DTYPES
+from benchmarks.zoo import MODELS
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("infer", "train")
@@ -37,6 +40,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python3 -m benchmarks.compile_time", description=__doc__.splitlines()[0]
     )
     p.add_argument("--layers", type=lambda s: [int(n) for n in s.split(",")], default=[1, 4, 16])
+    p.add_argument(
+        "--models", type=names_arg(list(MODELS)), default=None, help="these models, not the stack"
+    )
+    p.add_argument("--dtype", default="fp32", choices=list(DTYPES), help="the models' dtype")
+    p.add_argument("--small", action="store_true", help="the models' tiny configs (CPU)")
     p.add_argument("--modes", type=names_arg(MODES), default=list(MODES))
     p.add_argument("--backends", type=names_arg(BACKENDS), default=["mind"])
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -100,16 +108,22 @@ def _seconds(value: float | None) -> str:
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     done = [r for r in rows if "error" not in r]
     out = [
-        f"# Compile time: transformer stack, {args.device}",
+        f"# Compile time: {'models' if args.models else 'transformer stack'}, {args.device}",
         "",
-        f"width {args.width}, {args.heads} heads, batch {args.batch} x {args.seq} tokens, "
-        f"{args.attention} attention; `train` is one step, forward and backward. Seconds of the "
+        (
+            f"The models benchmark's models, {args.dtype}{', small' if args.small else ''}"
+            if args.models
+            else f"width {args.width}, {args.heads} heads, batch {args.batch} x {args.seq} "
+            f"tokens, {args.attention} attention"
+        )
+        + "; `train` is one step, forward and backward. Seconds of the "
         "first call, the compiled code's own run left out (on CPU it runs in Triton's "
         "interpreter), wall and CPU of the compiling process. cold: empty caches; warm: a new "
         "process with the caches the cold run filled. Each process first compiles a throwaway "
-        "Linear+GELU (start-up: one-off costs of Dynamo and the backend), then the model.",
+        "Linear+GELU (start-up: one-off costs of Dynamo and the backend), then the model"
+        + (" (run once eagerly first, as benchmarks.models runs it)." if args.models else "."),
         "",
-        "| backend | mode | layers | cold wall s | cold CPU s | CPU s/layer | warm wall s "
+        "| backend | mode | graph | cold wall s | cold CPU s | CPU s/layer | warm wall s "
         "| warm CPU s | of which GC s | start-up cold / warm s | import torch s "
         "| import backend s |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -123,8 +137,8 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         start = _seconds(r["startup_summary"].get("wall_s")) + " / "
         start += _seconds(warm["startup_summary"]["wall_s"] if warm else None)
         out.append(
-            f"| {s['backend']} | {s['mode']} | {s['layers']} | {cold['wall_s']:.2f} "
-            f"| {cold['cpu_s']:.2f} | {cold['cpu_s'] / s['layers']:.3f} "
+            f"| {s['backend']} | {s['mode']} | {_graph(s)} | {cold['wall_s']:.2f} "
+            f"| {cold['cpu_s']:.2f} | {cold['cpu_s'] / _layers(s):.3f} "
             f"| {_seconds(hot.get('wall_s'))} | {_seconds(hot.get('cpu_s'))} "
             f"| {_seconds(hot['phases'].get('gc', 0.0) if hot else None)} "
             f"| {start} | {(warm or r)['startup']['import torch']:.2f} "
@@ -137,10 +151,10 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         if not mine:
             continue
         names = phase_order({n for r in mine for n in r["summary"]["phases"]})
-        head = [f"{r['spec']['mode']} {r['spec']['layers']}" for r in mine]
+        head = [f"{r['spec']['mode']} {_graph(r['spec'])}" for r in mine]
         out += [
             "",
-            f"## mind, {run}: CPU seconds per layer by phase",
+            f"## mind, {run}: CPU seconds{'' if args.models else ' per layer'} by phase",
             "",
             "dynamo: what no phase covers (Dynamo's tracing and guards; in training also "
             "AOTAutograd's backward bookkeeping). gc: Python's garbage collections while "
@@ -151,14 +165,36 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
             "|---|" + "---:|" * len(head),
         ]
         for name in names:
-            cells = [r["summary"]["phases"].get(name, 0.0) / r["spec"]["layers"] for r in mine]
+            cells = [r["summary"]["phases"].get(name, 0.0) / _layers(r["spec"]) for r in mine]
             out.append(f"| {name} | " + " | ".join(f"{c:.4f}" for c in cells) + " |")
-        totals = [r["summary"]["cpu_s"] / r["spec"]["layers"] for r in mine]
+        totals = [r["summary"]["cpu_s"] / _layers(r["spec"]) for r in mine]
         out.append("| **total** | " + " | ".join(f"**{c:.4f}**" for c in totals) + " |")
     for r in rows:
         if "error" in r:
             out += ["", f"error in {r['spec']}:", "```", r["error"][-1500:], "```"]
     return "\n".join(out) + "\n"
+
+
+def _graph(spec: dict) -> str:
+    """What a row compiled: a model's name, or the stack's layers."""
+    return spec.get("model") or f"{spec['layers']} layers"
+
+
+def _layers(spec: dict) -> int:
+    """What a row's seconds are divided by: the stack's layers (1 for a model)."""
+    return spec.get("layers", 1)
+
+
+def specs(args: argparse.Namespace, backend: str, mode: str) -> list[dict]:
+    """The rows of one backend and mode: a spec for `benchmarks.compile_phases` each (the
+    throwaway it compiles first takes `width` and `batch`)."""
+    common = dict(
+        backend=backend, mode=mode, device=args.device, width=args.width, heads=args.heads,
+        batch=args.batch, seq=args.seq,
+    )  # fmt: skip
+    if args.models:
+        return [dict(common, model=m, dtype=args.dtype, small=args.small) for m in args.models]
+    return [dict(common, layers=n, attention=args.attention) for n in args.layers]
 
 
 def median_warm(rows: list[dict], spec: dict) -> dict | None:
@@ -176,15 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for backend in args.backends:
         for mode in args.modes:
-            for layers in args.layers:
-                spec = dict(
-                    backend=backend, mode=mode, layers=layers, device=args.device,
-                    attention=args.attention, width=args.width, heads=args.heads,
-                    batch=args.batch, seq=args.seq,
-                )  # fmt: skip
+            for spec in specs(args, backend, mode):
                 caches = tempfile.mkdtemp(prefix="mind-ctime-")
                 for run in ("cold",) + ("warm",) * (0 if args.no_warm else args.warm_runs):
-                    print(f"{backend} {mode} {layers} layers, {run}...", file=sys.stderr)
+                    print(f"{backend} {mode} {_graph(spec)}, {run}...", file=sys.stderr)
                     row = run_row(spec, caches)
                     row["run"] = run
                     if "error" not in row:

@@ -235,3 +235,25 @@ def test_a_step_s_phases_leave_out_what_ran_before_it(monkeypatch):
     spec = {"backend": "eager", "mode": "infer", "device": "cpu"}
     steps = compile_phases.first_call(spec, torch.nn.Linear(4, 4), torch.ones(2, 4), phases)
     assert steps["forward"]["phases"]["wall"].get("gc", 0.0) == 0.0
+
+
+def test_compile_time_times_the_models_benchmark_s_models(capsys):
+    """`--models`: a row per model, whose first call `compile_phases` times (a training step:
+    forward and backward) after running it once eagerly."""
+    import gc
+
+    from benchmarks import compile_phases, compile_time
+
+    args = compile_time.parse_args(["--models", "mlp,cnn", "--small", "--modes", "train"])
+    specs = compile_time.specs(args, "eager", "train")
+    assert [(s["model"], s["small"], s["dtype"]) for s in specs] == [
+        ("mlp", True, "fp32"),
+        ("cnn", True, "fp32"),
+    ]
+    callbacks = list(gc.callbacks)
+    try:
+        compile_phases.main([json.dumps(specs[0])])
+    finally:
+        gc.callbacks[:] = callbacks
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(row["steps"]) == {"forward", "backward"} and row["spec"]["model"] == "mlp"
