@@ -111,7 +111,7 @@ def pipeline_of(options: Options, deterministic: bool = False) -> str:
     and has mm-templates benchmark templates against ATen (unless it selects otherwise),
     `deterministic` (torch.use_deterministic_algorithms) has lower keep scatters in ATen,
     `layout_optimization=False` leaves channels-last out, `emulate_precision_casts` has inline
-    keep each op's rounding, and `cooperative_reductions=False` keeps to-triton's long rows
+    and fuse keep each op's rounding, and `cooperative_reductions=False` keeps to-triton's long rows
     looped."""
     if (
         not options.autotune
@@ -133,7 +133,7 @@ def pipeline_of(options: Options, deterministic: bool = False) -> str:
             p = dataclasses.replace(p, select="autotune")
         elif deterministic and p.name == "lower":
             p = dataclasses.replace(p, deterministic=True)
-        elif options.emulate_precision_casts and p.name == "inline":
+        elif options.emulate_precision_casts and p.name in ("inline", "fuse"):
             p = dataclasses.replace(p, emulate_precision_casts=True)
         if not options.cooperative_reductions and p.name == "to-triton":
             p = dataclasses.replace(p, cooperative=False)

@@ -34,8 +34,9 @@ from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_n
 from mind.analysis.iteration import Join, Reorder, join, keeping
 from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import pvar, simplify_with_ranges, substitute
+from mind.analysis.rounding import compared, rounds
 from mind.dialects.common import Reinterpret, memory_readers
-from mind.dialects.loops import Load
+from mind.dialects.loops import Cast, Load
 from mind.dialects.scheduled import Node, Store, overwritten_inputs
 from mind.ir.core import Block, Operation, Region, Value
 from mind.ir.diagnostics import Diagnostic, emit, handled
@@ -268,9 +269,11 @@ class Remarks:
         log.log(level, "@%s: %s", self.graph, diagnostic.head())
 
 
-def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
+def fuse_pair(a: Node, b: Node, shared: Join, block: Block, keep_rounding: bool = False) -> Node:
     """One node running `a`'s body then `b`'s over the shared loops, in place of both: a load
-    in `b` of what `a` stores becomes the stored value, and a store nobody else reads goes."""
+    in `b` of what `a` stores becomes the stored value, and a store nobody else reads goes.
+    Where it goes, `b` casting the value back to f32 takes what the store rounded to bf16 or
+    f16 (`_unrounded`), unless `keep_rounding`."""
     forwarded = {load.source for load in b.body.ops if isinstance(load, Load)} & set(a.results)
     dropped = {v for v in forwarded if readers(v, block) <= {a, b}}
     stores = [s for part in (a, b) for s in part.body.ops if isinstance(s, Store)]
@@ -290,13 +293,23 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
     )
     body_map: dict[Value, Value] = dict(zip(kept, node.results))
     stored: dict[Value, Value] = {}
+    #: the value a dropped store rounded -> the value before the rounding
+    unrounded: dict[Value, Value] = {}
     ops: list[Operation] = []
     for k, part in enumerate((a, b)):
         for op in part.body.ops:
             if part is b and isinstance(op, Load) and op.source in forwarded:
                 body_map[op.result] = stored[op.source]
+            elif part is b and (wide := _unrounded(op, body_map, unrounded)) is not None:
+                body_map[op.result] = wide
             elif isinstance(op, Store) and op.buffer in dropped:
-                stored[op.buffer] = body_map[op.value]
+                stored[op.buffer] = value = body_map[op.value]
+                if (
+                    not keep_rounding
+                    and rounds(value)
+                    and not isinstance(value.owner.x.owner, Load)
+                ):
+                    unrounded[value] = value.owner.x
             else:
                 ops.append(copy_body_op(op, body_map, lambda e, k=k: onto(e, shared, k)))
                 if isinstance(op, Store):
@@ -312,6 +325,17 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block) -> Node:
     for old, new in zip(kept, node.results):
         old.replace_all_uses_with(new)
     return node
+
+
+def _unrounded(op: Operation, body_map: dict, unrounded: dict) -> Value | None:
+    """What `op` stands for where it casts back the rounded value of a store that fusion
+    dropped: the value before the rounding (the store's own buffer no longer exists; a
+    comparison still takes the rounded one, analysis/rounding.py). A store of a loaded value
+    cast (a conversion: `x.to(torch.bfloat16)`) keeps its rounding."""
+    if not isinstance(op, Cast) or compared(op.result):
+        return None
+    wide = unrounded.get(body_map.get(op.x))
+    return wide if wide is not None and wide.type.dtype == op.result.type.dtype else None
 
 
 def toposort(
@@ -364,9 +388,11 @@ class FusionSearch:
         max_parts: int,
         remarks: Remarks | None = None,
         sm_count: int = SM_COUNT,
+        keep_rounding: bool = False,
     ):
         self.block = graph.body
         self.max_parts, self.sm_count = max_parts, sm_count
+        self.keep_rounding = keep_rounding
         self.remarks = remarks
         self.heap: list[tuple[int, int, Node, Node]] = []
         self.count = itertools.count()
@@ -433,7 +459,7 @@ class FusionSearch:
 
     def fuse(self, a: Node, b: Node, shared: Join) -> Node:
         start, stop = self.position[a], self.position[b]
-        node = fuse_pair(a, b, shared, self.block)
+        node = fuse_pair(a, b, shared, self.block, self.keep_rounding)
         for gone in (a, b):
             del self.read_sets[gone], self.position[gone]
         partners = self.refresh(node)
@@ -451,9 +477,11 @@ def best_fusion(
     return FusionSearch(graph, max_parts, remarks).best()
 
 
-def fuse_graph(graph: Operation, max_parts: int = 64, sm_count: int = SM_COUNT) -> None:
+def fuse_graph(
+    graph: Operation, max_parts: int = 64, sm_count: int = SM_COUNT, keep_rounding: bool = False
+) -> None:
     remarks = Remarks(graph.symbol) if Remarks.wanted() else None
-    search = FusionSearch(graph, max_parts, remarks, sm_count)
+    search = FusionSearch(graph, max_parts, remarks, sm_count, keep_rounding)
     while (found := search.best()) is not None:
         a, b, shared, saved = found
         node = search.fuse(a, b, shared)
@@ -474,6 +502,9 @@ class Fuse(GraphPass, name="fuse", input="scheduled"):
         SM_COUNT,
         "the GPU's SMs (split-reductions'): rows too few to fill them split, and stay apart",
     )
+    emulate_precision_casts: bool = option(
+        False, "keep the rounding of a removed buffer's bf16/f16 store (eager's, op by op)"
+    )
 
     def run_graph(self, graph: Operation) -> None:
-        fuse_graph(graph, self.max_fusion_size, self.sm_count)
+        fuse_graph(graph, self.max_fusion_size, self.sm_count, self.emulate_precision_casts)

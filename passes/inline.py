@@ -13,7 +13,7 @@ Inlined into a consumer that casts it back to f32, that rounding is dropped, as 
 kernels compute a fused chain in f32 and round where they store (its default; its
 `emulate_precision_casts` keeps them): `cast(cast(x, bf16), f32)` becomes `x`. A conversion the
 program wrote (a node whose body is a load and a cast: `x.to(torch.bfloat16)`) keeps its
-rounding, and so does a value a comparison takes (`_compared`): a backward's `x == max(x)` of
+rounding, and so does a value a comparison takes (analysis/rounding.py): a backward's `x == max(x)` of
 a recomputed `x` against the saved, rounded max (Inductor drops that rounding too, and its bf16
 gradient of a scatter_reduce amax is NaN). On an H200 the rounding cost GPT-2's tanh GELU
 (bf16, 2048 x 3072) 16%: 10.0 against 8.6 us.
@@ -40,6 +40,7 @@ from mind.analysis.loops import (
     substitute,
 )
 from mind.analysis.patterns import conjuncts, same_number
+from mind.analysis.rounding import compared, rounds
 from mind.dialects.loops import (
     Cast,
     Index,
@@ -145,7 +146,7 @@ class _BodyBuilder:
             elif (
                 isinstance(op, Cast)
                 and self.unrounds(env[op.x], op.result.type.dtype)
-                and not _compared(op.result)
+                and not compared(op.result)
             ):
                 env[op.result] = self.rounded[env[op.x]]
             elif getattr(op, "kind", None) == "where" and _redundant(
@@ -182,7 +183,7 @@ class _BodyBuilder:
             )
         self.origins.update(node.origins or [])
         value = self.emit(node.body, {pvar(i): e for i, e in enumerate(index)}, active)
-        if not self.keep_rounding and _rounds(value) and not _converts(node):
+        if not self.keep_rounding and rounds(value) and not _converts(node):
             self.rounded[value] = value.owner.x
         if own_mask is None or _covers(value, own_mask, other):
             return value
@@ -252,18 +253,6 @@ class _BodyBuilder:
         return self.b.emit("logical_and", dt.b8, [a, b])
 
 
-#: ops that decide on their operands' exact values
-_COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
-
-
-def _compared(value: Value) -> bool:
-    """Whether a comparison takes `value`: an inlined op's rounding it undoes stays. A backward
-    compares the forward's values, recomputed, with the rounded ones it saved (`x == max`, in
-    amax's, scatter_reduce's, max_pool's); unrounded, no element ties and the gradient
-    divided by the tie count is NaN."""
-    return any(getattr(user, "kind", None) in _COMPARISONS for user in value.users)
-
-
 def _redundant(mask: Value, value: Value, other: Value) -> bool:
     """Whether `where(mask, value, other)` is `value`: it is already `where(mask, ..., other)` (a
     masked load of a pad's body, then the pad's own), or a load masked by `mask` (and maybe more)
@@ -282,15 +271,6 @@ def _covers(value: Value, mask: Value, other: bool | int | float) -> bool:
     if not isinstance(op, Load) or op.mask is None or mask not in conjuncts(op.mask):
         return False
     return same_number(op.other, other)
-
-
-def _rounds(value: Value) -> bool:
-    """Whether `value` is a float cast to a narrower float (f32 to bf16: a rounding)."""
-    cast = value.owner
-    if not isinstance(cast, Cast):
-        return False
-    wide, narrow = cast.x.type.dtype, value.type.dtype
-    return wide.is_floating_point and narrow.is_floating_point and narrow.itemsize < wide.itemsize
 
 
 def _converts(node: Operation) -> bool:

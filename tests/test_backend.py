@@ -549,6 +549,22 @@ def test_dynamos_compiles_run_quiet_also_after_a_reset():
     assert (gc.get_freeze_count() > 0, gc.isenabled()) == before
 
 
+def test_a_bf16_gradient_whose_terms_cancel_is_what_f32_leaves():
+    """normalize(x, p=0.5) over a dim of size 1 is sign(x), its gradient 0: two terms of about
+    cotangent / |x| cancel (OpInfo's normalize, sample 2). A product `realize` made a buffer
+    and `fuse` then removed, and two `where`s, were rounded to bf16 between them: the gradient
+    was 0.1 off, eager's 0.03. Fused away, and selected in f32, they stay f32."""
+
+    def fn(x):
+        return torch.nn.functional.normalize(x, p=0.5, dim=0)
+
+    x = torch.randn(1, 2, 4, 5, generator=torch.Generator().manual_seed(0)).bfloat16()
+    cotangent = torch.randn(x.shape, generator=torch.Generator().manual_seed(1)).bfloat16()
+    x.requires_grad_()
+    (grad,) = torch.autograd.grad(torch.compile(fn, backend="mind")(x), x, cotangent)
+    assert grad.abs().max().item() < 1e-4
+
+
 def test_a_fused_bf16_chain_rounds_where_it_stores_unless_told_to_emulate_eager():
     """`x * 0.3 + 1` in bf16 is one kernel. Eager rounds the product to bf16 before adding; the
     kernel adds in f32 and rounds once, as Inductor's does, unless `emulate_precision_casts`

@@ -173,23 +173,26 @@ def _trunc_div(ctx, x, y):
 
 @register_lowering(aten.where)
 def where(ctx, cond, x, y):
-    compute = promote([x, y], KIND.NO_OPMATH)
-    out = ctx.out
-
-    def body(b, idx):
-        c = operand(b, cond, idx, dt.b8)
-        return b.where(c, operand(b, x, idx, compute), operand(b, y, idx, compute))
-
-    return ctx.pointwise(out.dtype, out.shape, body)
+    return _select(ctx, cond, x, y)
 
 
 @register_lowering(aten.masked_fill)
 def masked_fill(ctx, x, mask, value):
+    return _select(ctx, mask, value, x)
+
+
+def _select(ctx, cond, x, y):
+    """`where(cond, x, y)` of the result's dtype, a bf16 or f16 one selected in f32: as exact,
+    and a value a fused producer computed in f32 passes through unrounded (inline), as in
+    Inductor's kernels. A number operand is the result dtype's (0.1 as bf16 holds it), as eager
+    selects it."""
     out = ctx.out
+    compute = dt.upcast(out.dtype)
+    x, y = (_in_dtype(v, out.dtype) for v in (x, y))
 
     def body(b, idx):
-        m = operand(b, mask, idx, dt.b8)
-        return b.where(m, operand(b, value, idx, out.dtype), operand(b, x, idx, out.dtype))
+        c = operand(b, cond, idx, dt.b8)
+        return b.where(c, operand(b, x, idx, compute), operand(b, y, idx, compute))
 
     return ctx.pointwise(out.dtype, out.shape, body)
 

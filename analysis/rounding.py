@@ -1,0 +1,32 @@
+"""Roundings to bf16 or f16 in a body, and where dropping one is allowed.
+
+A bf16 op computes in f32 and rounds its result (a `cast` to bf16). Where its consumer casts the
+value back to f32 in the same kernel, the rounding can go: the chain computes in f32 and rounds
+where it stores, as Inductor's kernels do. `inline` drops it between a node and a consumer it
+is inlined into, `fuse` between a buffer it removes and the node that read it. Neither drops
+the rounding of a value a comparison takes (`compared`)."""
+
+from __future__ import annotations
+
+from mind.dialects.loops import Cast
+from mind.ir.core import Value
+
+#: ops that decide on their operands' exact values
+COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def rounds(value: Value) -> bool:
+    """Whether `value` is a float cast to a narrower float (f32 to bf16: a rounding)."""
+    cast = value.owner
+    if not isinstance(cast, Cast):
+        return False
+    wide, narrow = cast.x.type.dtype, value.type.dtype
+    return wide.is_floating_point and narrow.is_floating_point and narrow.itemsize < wide.itemsize
+
+
+def compared(value: Value) -> bool:
+    """Whether a comparison takes `value`: a rounding it undoes stays. A backward compares the
+    forward's values, recomputed, with the rounded ones it saved (`x == max`, in amax's,
+    scatter_reduce's, max_pool's); unrounded, no element ties, and the gradient, divided by
+    the tie count, is NaN."""
+    return any(getattr(user, "kind", None) in COMPARISONS for user in value.users)
