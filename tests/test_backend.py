@@ -98,7 +98,7 @@ def test_reproducer_of_a_pass_failing_midway_is_the_ir_before_it(monkeypatch):
     from mind.parser import parse
     from mind.passes import fuse, run_pipeline
 
-    def broken(graph, max_parts=64, sm_count=132):
+    def broken(graph, *options):
         graph.body.ops[0].erase()  # leaves the IR broken, as a pass failing halfway may
         raise RuntimeError("fuse broke")
 
