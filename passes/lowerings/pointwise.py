@@ -182,10 +182,10 @@ def masked_fill(ctx, x, mask, value):
 
 
 def _select(ctx, cond, x, y):
-    """`where(cond, x, y)` of the result's dtype, a bf16 or f16 one selected in f32: as exact,
-    and a value a fused producer computed in f32 passes through unrounded (inline), as in
-    Inductor's kernels. A number operand is the result dtype's (0.1 as bf16 holds it), as eager
-    selects it."""
+    """`where(cond, x, y)` of the result's dtype, a bf16 or f16 one selected in f32: the select
+    is exact either way, and in f32 a value a fused producer computed in f32 passes through
+    unrounded (inline), as in Inductor's kernels. A number operand is the result dtype's (0.1
+    as bf16 holds it), as eager selects it."""
     out = ctx.out
     compute = dt.upcast(out.dtype)
     x, y = (_in_dtype(v, out.dtype) for v in (x, y))
