@@ -4,11 +4,12 @@ A bf16 op computes in f32 and rounds its result (a `cast` to bf16). Where its co
 value back to f32 in the same kernel, the rounding can go: the chain computes in f32 and rounds
 where it stores, as Inductor's kernels do. `inline` drops it between a node and a consumer it
 is inlined into, `fuse` between a buffer it removes and the node that read it. Neither drops
-the rounding of a value a comparison takes (`compared`)."""
+the rounding of a value a comparison takes (`compared`), nor a conversion the program wrote
+(`converts`)."""
 
 from __future__ import annotations
 
-from mind.dialects.loops import Cast
+from mind.dialects.loops import Cast, Load
 from mind.ir.core import Value
 
 #: ops that decide on their operands' exact values
@@ -22,6 +23,13 @@ def rounds(value: Value) -> bool:
         return False
     wide, narrow = cast.x.type.dtype, value.type.dtype
     return wide.is_floating_point and narrow.is_floating_point and narrow.itemsize < wide.itemsize
+
+
+def converts(value: Value) -> bool:
+    """Whether `value` is a loaded value cast: a conversion the program wrote
+    (`x.to(torch.bfloat16)`), whose rounding is the point, not a by-product of computing in bf16."""
+    cast = value.owner
+    return isinstance(cast, Cast) and isinstance(cast.x.owner, Load)
 
 
 def compared(value: Value) -> bool:

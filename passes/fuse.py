@@ -34,7 +34,7 @@ from mind.analysis.deps import equal, erase_dead, product, readers, reads, set_n
 from mind.analysis.iteration import Join, Reorder, join, keeping
 from mind.analysis.loop_order import contiguous_bytes, reorders
 from mind.analysis.loops import pvar, simplify_with_ranges, substitute
-from mind.analysis.rounding import compared, rounds
+from mind.analysis.rounding import compared, converts, rounds
 from mind.dialects.common import Reinterpret, memory_readers
 from mind.dialects.loops import Cast, Load
 from mind.dialects.scheduled import Node, Store, overwritten_inputs
@@ -304,7 +304,7 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block, keep_rounding: bool 
                 body_map[op.result] = wide
             elif isinstance(op, Store) and op.buffer in dropped:
                 stored[op.buffer] = value = body_map[op.value]
-                if not keep_rounding and _drops_rounding(value):
+                if not keep_rounding and rounds(value) and not converts(value):
                     unrounded[value] = value.owner.x
             else:
                 ops.append(copy_body_op(op, body_map, lambda e, k=k: onto(e, shared, k)))
@@ -323,15 +323,9 @@ def fuse_pair(a: Node, b: Node, shared: Join, block: Block, keep_rounding: bool 
     return node
 
 
-def _drops_rounding(stored: Value) -> bool:
-    """Whether the value a dropped store held may reach its readers unrounded: a rounding of
-    a computed value; a loaded value cast (a conversion: `x.to(torch.bfloat16)`) keeps it."""
-    return rounds(stored) and not isinstance(stored.owner.x.owner, Load)
-
-
 def _unrounded(op: Operation, body_map: dict, unrounded: dict) -> Value | None:
     """What `op` stands for where it casts back the rounded value of a store that fusion
-    dropped (`_drops_rounding`): the value before the rounding, the store's own buffer being
+    dropped: the value before the rounding, the store's own buffer being
     gone; a comparison still takes the rounded one (analysis/rounding.py)."""
     if not isinstance(op, Cast) or compared(op.result):
         return None

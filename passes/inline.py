@@ -40,7 +40,7 @@ from mind.analysis.loops import (
     substitute,
 )
 from mind.analysis.patterns import conjuncts, same_number
-from mind.analysis.rounding import compared, rounds
+from mind.analysis.rounding import compared, converts, rounds
 from mind.dialects.loops import (
     Cast,
     Index,
@@ -183,7 +183,7 @@ class _BodyBuilder:
             )
         self.origins.update(node.origins or [])
         value = self.emit(node.body, {pvar(i): e for i, e in enumerate(index)}, active)
-        if not self.keep_rounding and rounds(value) and not _converts(node):
+        if not self.keep_rounding and rounds(value) and not converts(node.body.terminator.value):
             self.rounded[value] = value.owner.x
         if own_mask is None or _covers(value, own_mask, other):
             return value
@@ -271,11 +271,6 @@ def _covers(value: Value, mask: Value, other: bool | int | float) -> bool:
     if not isinstance(op, Load) or op.mask is None or mask not in conjuncts(op.mask):
         return False
     return same_number(op.other, other)
-
-
-def _converts(node: Operation) -> bool:
-    """Whether a node is a conversion the program wrote: its body a load, a cast and a yield."""
-    return [type(op) for op in node.body.ops] == [Load, Cast, Yield]
 
 
 def _zero(dtype: DType) -> bool | float | int:
