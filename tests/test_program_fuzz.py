@@ -200,6 +200,25 @@ def test_a_size_that_depends_on_values_may_be_f64_s_or_a_nudged_eager_s():
     assert not program_fuzz._is_about(got, torch.tensor([[1.0], [1040.0]], dtype=torch.float64))
 
 
+def test_a_result_rounded_to_bf16_inside_the_program_is_judged_to_a_bf16_unit():
+    """Program 621195 rounds the f32 cumsum of `atan2(x, x)` (x int64: nothing to nudge) to bf16
+    and back: 113 pi, one f32 unit from -355, a bf16 tie, so a cumsum that adds in another order
+    gives -356 where eager gives -354. The program's `to_bf16` makes that one bf16 unit its
+    noise; a program without such a rounding keeps f32's tolerance."""
+    program = Program(((8,),), "dense", (("atan2", (0, 0), ()), ("to_bf16", (1,), ())), "int64")
+    assert program_fuzz._coarsest_rounding(program) == torch.finfo(torch.bfloat16).eps
+    plain = Program(((8,),), "dense", (("atan2", (0, 0), ()),), "int64")
+    assert program_fuzz._coarsest_rounding(plain) == 0.0  # (f32 results keep their own tolerance)
+    want, got = [("output 0", torch.tensor([-354.0]))], [("output 0", torch.tensor([-356.0]))]
+
+    def unmoved():  # eager's results on nudged inputs, and the f64 program's: integer inputs
+        return want
+
+    f32, bf16 = torch.finfo(torch.float32).eps, torch.finfo(torch.bfloat16).eps
+    assert program_fuzz._difference(want, got, unmoved, unmoved, f32).startswith("output 0")
+    assert program_fuzz._difference(want, got, unmoved, unmoved, bf16) is None
+
+
 def test_closeness_to_float64_is_judged_on_finite_values():
     """A result holding NaN or inf (a program may make them) is still judged against float64:
     mind's floor of a bf16 `3 * x` at -5 (computed in f32) where eager's is -4 (3x rounded to

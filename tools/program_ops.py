@@ -35,11 +35,13 @@ LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 @dataclass(frozen=True)
 class Op:
-    """`apply(params, *operands)`; `params(r, *operands)` draws its parameters."""
+    """`apply(params, *operands)`; `params(r, *operands)` draws its parameters; `rounds_to`: the
+    dtype it rounds its result to inside (and widens back from), for the fuzzer's tolerance."""
 
     arity: int
     apply: Callable[..., torch.Tensor]
     params: Callable[..., tuple] = lambda r, *xs: ()
+    rounds_to: torch.dtype | None = None
 
 
 def _dim(r: random.Random, x: torch.Tensor) -> tuple:
@@ -91,8 +93,8 @@ OPS: dict[str, Op] = {
     "sign": _unary(torch.sign),
     "remainder": _unary(lambda x: torch.remainder(x, 0.7)),
     "pow": _unary(lambda x: x.abs().pow(1.5)),
-    "to_bf16": _unary(lambda x: x.to(torch.bfloat16).float()),
-    "to_f16": _unary(lambda x: x.to(torch.float16).float()),
+    "to_bf16": Op(1, lambda p, x: x.to(torch.bfloat16).float(), rounds_to=torch.bfloat16),
+    "to_f16": Op(1, lambda p, x: x.to(torch.float16).float(), rounds_to=torch.float16),
     "to_i32": _unary(lambda x: (x * 4).to(torch.int32).float()),
     "positive": _unary(lambda x: (x > 0).float()),
     "where": _unary(lambda x: torch.where(x > 0.1, x, -2 * x)),
