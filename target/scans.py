@@ -1,6 +1,6 @@
 """How the triton dialect's scan and sort ops read as Python: `tl.associative_scan` with the scan
 kind's combine function, and the `triton_helpers` the combine, the carry and the sort call
-(mind/runtime/triton_helpers.py)."""
+(mind/runtime/triton_helpers/reductions.py)."""
 
 from __future__ import annotations
 

@@ -158,7 +158,7 @@ def _kernel_op(op: Operation, n: Names) -> str:
     if kind == "reduce_index":
         fn = REDUCTIONS[op.reduction_type].triton
         return f"triton_helpers.{fn}({a[0]}, {a[1]}, {a[2]}).to(tl.int64)"
-    if kind == "dot":  # f16/bf16 through the helper (see runtime/triton_helpers.py)
+    if kind == "dot":  # f16/bf16 through the helper (see runtime/triton_helpers/math_*.py)
         if dtype_of(op.a) != dt.f32:
             return f"triton_helpers.dot({a[0]}, {a[1]})"
         precision = op.input_precision or "ieee"
