@@ -190,8 +190,14 @@ class Sort(Pointwise):
 ROW_NODES = (Reduction, Scan, Sort)
 
 
-def _check_yield(op: Pointwise, expected: dt.DType | None, index_kind: str | None) -> None:
-    """The body ends in a yield of `expected` (None: any dtype); an index kind gives i64."""
+def _check_yield(
+    op: Pointwise,
+    expected: dt.DType | None,
+    index_kind: str | None,
+    widened: dt.DType | None = None,
+) -> None:
+    """The body ends in a yield of `expected` (None: any dtype), or of `widened`, a dtype the
+    kernel widens to `expected`; an index kind gives i64."""
     term = op.body.terminator
     if not isinstance(term, Yield):
         raise VerifyError(f"'{op.name}' body must end with a yield", op.loc)
@@ -201,9 +207,11 @@ def _check_yield(op: Pointwise, expected: dt.DType | None, index_kind: str | Non
             f"type mismatch: '{op.name}' {index_kind} gives i64, not {result}", op.loc
         )
     got = term.value.type.dtype
-    if expected is not None and got != expected:
+    if expected is not None and got not in (expected, widened):
+        takes = "" if widened in (None, expected) else f", which takes {expected} or {widened}"
         raise VerifyError(
-            f"type mismatch: '{op.name}' yields {got} for a {expected} result", term.loc
+            f"type mismatch: '{op.name}' yields {got} for a {widened or expected} result{takes}",
+            term.loc,
         )
 
 
@@ -212,7 +220,7 @@ def _verify_body(op: Pointwise) -> None:
     kind = REDUCTIONS[op.reduction_type] if isinstance(op, Reduction) else None
     result = op.result.type.dtype
     expected = kind.yield_dtype(result) if kind is not None else result
-    _check_yield(op, expected, kind.name if kind is not None and kind.is_index else None)
+    _check_yield(op, expected, kind.name if kind is not None and kind.is_index else None, result)
     if kind is not None and 0 in op.reduction_ranges and not kind.empty_is_neutral:
         raise VerifyError(f"'{op.name}' {kind.name} over no element has no value", op.loc)
     ranges = op.reduction_ranges if isinstance(op, Reduction) else ()

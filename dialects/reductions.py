@@ -57,10 +57,14 @@ class Reduction:
 
     def yield_dtype(self, result: DType) -> DType | None:
         """What a loops reduction body yields for a result of `result` dtype: b8 for logical
-        kinds, the value as is (None: any dtype) for index kinds, the result dtype otherwise."""
+        kinds, the value as is (None: any dtype) for index kinds, the accumulator's otherwise:
+        a sum of bf16 values yields each in f32, as the kernel adds it, so that an inlined
+        producer's rounding to bf16 goes as for any consumer that widens it (Inductor's kernels
+        add the unrounded value too). The verifier also takes the result dtype, which the kernel
+        widens."""
         if self.is_logical:
             return dt.b8
-        return None if self.is_index else result
+        return None if self.is_index else self.accumulator(result, result)
 
     def accumulator(self, value: DType, result: DType) -> DType:
         """The dtype a kernel accumulates in, given the reduced value's and the result's: sums

@@ -581,3 +581,24 @@ def test_a_fused_bf16_chain_rounds_where_it_stores_unless_told_to_emulate_eager(
     torch._dynamo.reset()
     out, warned = run(fn, x, options={"emulate_precision_casts": True})
     assert warned == [] and torch.equal(out, eager)
+
+
+def test_a_bf16_sum_adds_its_fused_terms_unrounded_unless_told_to_emulate_eager():
+    """`(x * y).sum(1)` in bf16 is one reduction kernel adding in f32. Its products stay f32, as
+    Inductor's do (OpInfo's multilabel_soft_margin_loss, sizes dynamic, rounded its products to
+    bf16 before the sum: 3.95 where f64 gives 4.07), so the sum rounds once; eager rounds each
+    product first, and `emulate_precision_casts` has the kernel do so too."""
+
+    def fn(x, y):
+        return (x * y).sum(1)
+
+    gen = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(8, 256, generator=gen).bfloat16() for _ in range(2))
+    once = (x.float() * y.float()).sum(1).bfloat16()
+    rounded = (x * y).float().sum(1).bfloat16()
+    assert not torch.equal(once, rounded)
+    out, warned = run(fn, x, y)
+    assert warned == [] and torch.equal(out, once)
+    torch._dynamo.reset()
+    out, warned = run(fn, x, y, options={"emulate_precision_casts": True})
+    assert warned == [] and torch.equal(out, rounded)
