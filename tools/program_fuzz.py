@@ -15,10 +15,11 @@ two outputs of the one graph. With `--train` the float inputs' gradients of a lo
 outputs are compared too (a backward graph). Each program lands in one class:
 
     ok        the same shapes, dtypes and values as eager: within 1e-3 (two roundings of a
-              narrower dtype, or of one a step rounds to inside: `to_bf16`), or within twice what eager's own values move when its inputs
-              move by about a rounding of their dtype, or about as close as eager's to the
-              program run in f64; a size that depends on values (nonzero's) may be the
-              nudged eager's or the f64 program's, its values then judged against that one
+              narrower dtype, or of one a step rounds to inside: `to_bf16`), or within twice
+              what eager's own values move when its inputs move by about a rounding of their
+              dtype, or about as close as eager's to the program run in f64; a size that
+              depends on values (nonzero's) may be the nudged eager's or the f64 program's,
+              its values then judged against that one
     mismatch  a shape, dtype or value differs          fallback  mind ran a graph eagerly
     error     compiling or running raised
     untraced  Dynamo's own trace refused what eager ran, before any backend: a meta function

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from triton import knobs
 
+from .cooperation import *  # noqa: F403 (each family's helpers, as `triton_helpers.<name>`)
+from .elementwise import *  # noqa: F403
+from .math import *  # noqa: F403
+from .reductions import *  # noqa: F403
+
 #: the mode this copy of the package was decorated in
 INTERPRET = bool(knobs.runtime.interpret)
 _COPIES: dict[bool, types.ModuleType] = {}
-
-from .cooperation import *  # noqa: E402, F403 (each family's helpers, as `triton_helpers.<name>`)
-from .elementwise import *  # noqa: E402, F403
-from .math import *  # noqa: E402, F403
-from .reductions import *  # noqa: E402, F403
 
 
 def for_current_mode() -> types.ModuleType:
