@@ -111,9 +111,10 @@ class Draw:
         drawn += ", with gradients" if self.grad else ""
         return drawn + (", sizes dynamic" if self.dynamic else "")
 
-    def run(self, fn, args):
-        """What is compared: `fn`'s outputs, and with `grad` the inputs' gradients too."""
-        return _with_grads(fn, args) if self.grad else fn(*args)
+    def run(self, fn, args, like=None):
+        """What is compared: `fn`'s outputs, and with `grad` the inputs' gradients too (for
+        cotangents rounded as `like`'s outputs, where given: `_with_grads`)."""
+        return _with_grads(fn, args, like) if self.grad else fn(*args)
 
     def compile(self, fn, backend: str):
         return torch.compile(fn, backend=backend, dynamic=True if self.dynamic else None)
@@ -191,17 +192,28 @@ def _run_eager(fn, args, draw: Draw, seed: int):
     return draw.run(fn, _clone(args))
 
 
-def _with_grads(fn, args) -> tuple:
+def _with_grads(fn, args, like=None) -> tuple:
     """`fn`'s outputs and the gradients of the inputs that require them, for a fixed random
-    cotangent of each differentiable output (a sum's ones would hide a softmax's gradient)."""
+    cotangent of each differentiable output (a sum's ones would hide a softmax's gradient),
+    rounded to the dtype of `like`'s output in its place: the float64 reference of a bf16 run
+    takes the bf16 run's cotangents (unrounded, kron's bf16 gradient, a sum of 200 products
+    that cancel to -0.81, was -0.69 in float64: mind's -0.81 looked farther than eager's
+    -0.65)."""
     outputs = fn(*args)
     inputs = [a for a in tree_leaves(args) if isinstance(a, torch.Tensor) and a.requires_grad]
-    wrt = [o for o in tree_leaves(outputs) if isinstance(o, torch.Tensor) and o.requires_grad]
+    leaves = tree_leaves(outputs)
+    wrt = [
+        (o, m)
+        for o, m in zip(leaves, tree_leaves(like) if like is not None else leaves)
+        if isinstance(o, torch.Tensor) and o.requires_grad
+    ]
     if not inputs or not wrt:
         return outputs, ()
     gen = torch.Generator().manual_seed(0)
-    cotangents = [torch.randn(o.shape, generator=gen).to(o.device, o.dtype) for o in wrt]
-    return outputs, torch.autograd.grad(wrt, inputs, cotangents, allow_unused=True)
+    cotangents = [
+        torch.randn(o.shape, generator=gen).to(o.device, m.dtype).to(o.dtype) for o, m in wrt
+    ]
+    return outputs, torch.autograd.grad([o for o, _ in wrt], inputs, cotangents, allow_unused=True)
 
 
 def _same(got, want, tol: float, shapes_only: bool = False) -> bool:
@@ -242,7 +254,8 @@ def closer_to_float64(fn, args, got, want, draw: Draw = Draw(), tol: float = 0.0
         return x.detach().double().requires_grad_(x.requires_grad)
 
     try:
-        reference = tree_leaves(draw.run(fn, tree_map(wide, _clone(args))))
+        like = want[0] if draw.grad else None  # (outputs, gradients)
+        reference = tree_leaves(draw.run(fn, tree_map(wide, _clone(args)), like))
     except Exception:
         return ""
     got, want = tree_leaves(got), tree_leaves(want)

@@ -148,3 +148,23 @@ def test_a_result_that_differs_from_eager_passes_only_closer_to_float64():
     # closer; mind's NaN never is
     assert closer_to_float64(fn, (x,), exact, nan).startswith("differs from eager, but is closer")
     assert closer_to_float64(fn, (x,), nan, exact) == ""
+
+
+def test_the_float64_reference_of_a_gradient_takes_the_low_precision_run_s_cotangent():
+    """With gradients, the float64 run that judges a bf16 result takes the bf16 run's cotangent,
+    rounded as it was: unrounded, kron's bf16 gradient (200 products cancelling to -0.81) had a
+    reference of -0.69, and mind's exact -0.81 looked farther from it than eager's -0.65."""
+    x = torch.linspace(-3, 3, 64, dtype=torch.bfloat16).requires_grad_()
+
+    def fn(t):
+        return t * 2
+
+    draw = Draw(dtype="bfloat16", grad=True)
+    low = draw.run(fn, (x,))
+    wide = x.detach().double().requires_grad_()
+    exact = draw.run(fn, (wide,), low[0])[1][0]
+    assert torch.equal(exact, low[1][0].double())  # twice a bf16 cotangent: exact in both
+    assert not torch.equal(draw.run(fn, (wide,))[1][0], exact)  # an unrounded cotangent
+    got = [low[0], low[1][0]]
+    eager = [low[0], low[1][0] + 0.25]
+    assert closer_to_float64(fn, (x,), (got[0], (got[1],)), (eager[0], (eager[1],)), draw) != ""
