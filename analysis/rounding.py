@@ -9,11 +9,14 @@ the rounding of a value a comparison takes (`compared`), nor a conversion the pr
 
 from __future__ import annotations
 
+from mind.dialects import loops, scheduled
 from mind.dialects.loops import Cast, Load
-from mind.ir.core import Value
+from mind.ir.core import Operation, Value
 
 #: ops that decide on their operands' exact values
 COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
+#: reduction and scan kinds that pick a position among exact values (a tie goes to the first)
+PICKS = frozenset(("argmax", "argmin"))
 
 
 def rounds(value: Value) -> bool:
@@ -36,5 +39,17 @@ def compared(value: Value) -> bool:
     """Whether a comparison takes `value`: a rounding it undoes stays. A backward compares the
     forward's values, recomputed, with the rounded ones it saved (`x == max`, in amax's,
     scatter_reduce's, max_pool's); unrounded, no element ties, and the gradient, divided by
-    the tie count, is NaN."""
-    return any(getattr(user, "kind", None) in COMPARISONS for user in value.users)
+    the tie count, is NaN. So does a value an argmax, an argmin or a sort orders (`_orders`):
+    two values that round to one bf16 tie, and eager's argmax picks the first of them."""
+    return any(getattr(user, "kind", None) in COMPARISONS or _orders(user) for user in value.users)
+
+
+def _orders(user: Operation) -> bool:
+    """Whether `user` orders the value it takes by its exact value: a scheduled body's argmax,
+    argmin or sort, or the yield of a loops node that is one."""
+    if isinstance(user, loops.Yield) and user.parent is not None and user.parent.parent:
+        user = user.parent.parent.parent  # the block, its region, the node
+    if isinstance(user, loops.Sort | scheduled.Sort):
+        return True
+    kind = getattr(user, "reduction_type", None) or getattr(user, "scan_type", None)
+    return kind in PICKS

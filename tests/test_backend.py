@@ -602,3 +602,18 @@ def test_a_bf16_sum_adds_its_fused_terms_unrounded_unless_told_to_emulate_eager(
     torch._dynamo.reset()
     out, warned = run(fn, x, y, options={"emulate_precision_casts": True})
     assert warned == [] and torch.equal(out, rounded)
+
+
+def test_an_argmax_picks_among_the_values_as_eager_rounds_them():
+    """argmax(x * 0.3) in bf16: 3.328125 and 3.34375 both give 1.0 rounded, 0.998 and 1.003 not,
+    and eager's argmax picks the first of the tie. Inlined into the argmax, the product keeps
+    its rounding (Inductor's drops it and picks the second); the max itself is the same."""
+
+    def fn(x):
+        y = x * 0.3
+        return y.argmax(-1), y.amax(-1)
+
+    x = torch.tensor([[1.0, 3.328125, 3.34375, 0.5] * 16]).bfloat16()
+    assert fn(x)[0].item() == 1
+    (index, top), warned = run(fn, x)
+    assert warned == [] and index.item() == 1 and torch.equal(top, fn(x)[1])
