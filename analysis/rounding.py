@@ -44,11 +44,11 @@ def compared(value: Value) -> bool:
     return any(getattr(user, "kind", None) in COMPARISONS or _orders(user) for user in value.users)
 
 
-def _orders(user: Operation) -> bool:
+def _orders(user: Operation | None) -> bool:
     """Whether `user` orders the value it takes by its exact value: a scheduled body's argmax,
     argmin or sort, or the yield of a loops node that is one."""
-    if isinstance(user, loops.Yield) and user.parent is not None and user.parent.parent:
-        user = user.parent.parent.parent  # the block, its region, the node
+    if isinstance(user, loops.Yield):
+        user = user.parent_op
     if isinstance(user, loops.Sort | scheduled.Sort):
         return True
     kind = getattr(user, "reduction_type", None) or getattr(user, "scan_type", None)

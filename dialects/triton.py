@@ -30,7 +30,7 @@ from mind.ir.constraints import (
     tuple_of,
     value,
 )
-from mind.ir.core import Block, Operation, Value
+from mind.ir.core import Operation, Value
 from mind.ir.dtypes import DTYPES, DType
 from mind.ir.opdef import Op, arg, attr, operand, opt_attr, region, result, var_args, var_results
 from mind.ir.registry import Dialect, VerifyError, register_dialect
@@ -528,10 +528,9 @@ class Launch(Op):
 
 def _sibling_kernel(op: Operation, name: str) -> Operation | None:
     """The kernel `@name` among the top-level ops around the wrapper that holds `op`."""
-    block: Block | None = op.parent
-    while block is not None and block.parent is not None and block.parent.parent is not None:
-        block = block.parent.parent.parent
-    ops = block.ops if block is not None else []
+    while op.parent_op is not None:
+        op = op.parent_op
+    ops = op.parent.ops if op.parent is not None else []
     return next((k for k in ops if isinstance(k, Kernel) and k.symbol == name), None)
 
 

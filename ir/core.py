@@ -324,12 +324,17 @@ class Operation:
             for op in region.block.ops:
                 yield from op.walk()
 
+    @property
+    def parent_op(self) -> Operation | None:
+        """The op whose region holds this one (a node's, for an op of its body), or None."""
+        region = self.parent.parent if self.parent is not None else None
+        return region.parent if region is not None else None
+
     def ancestor_in(self, block: Block) -> Operation | None:
         """The op of `block` that is this op or holds it in a region, or None."""
         op: Operation | None = self
         while op is not None and op.parent is not block:
-            region = op.parent.parent if op.parent is not None else None
-            op = region.parent if region is not None else None
+            op = op.parent_op
         return op
 
     # -- rewriting -------------------------------------------------------------------------
