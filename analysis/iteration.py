@@ -53,10 +53,11 @@ class Join:
 
 
 def refine(a: list[IntLike], b: list[IntLike]) -> list[IntLike] | None:
-    """The coarsest loop list that both `a` and `b` are groupings of, or None."""
+    """The coarsest loop list that both `a` and `b` are groupings of, or None (also for loops of
+    no elements: any grouping of a 0 fits, and no cut of one is the right one)."""
     if a == b:
         return list(a)
-    if not all(isinstance(s, int) for s in a + b) or product(a) != product(b):
+    if not all(isinstance(s, int) for s in a + b) or product(a) != product(b) or 0 in a + b:
         return None
     cuts = sorted({*_cumulative(a), *_cumulative(b)})
     if any(hi % lo for lo, hi in zip(cuts, cuts[1:])):

@@ -127,6 +127,7 @@ def test_refine_and_join():
     assert refine([4, 128], [8, 64]) == [4, 2, 64]
     assert refine([6, 4], [4, 6]) is None
     assert refine([4, 128], [256]) is None
+    assert refine([0, 33, 2], [2, 0, 33]) is None  # no elements: no cut to divide by (700230)
     p0, p1, p2 = sym("p0"), sym("p1"), sym("p2")
     shared = join(([512], []), ([4], [128]))  # a pointwise of x*r elements into a reduction
     assert shared.sizes == ([4], [128])
