@@ -261,3 +261,11 @@ def test_a_fallback_aot_eager_has_too_is_untraced(monkeypatch):
     monkeypatch.setattr(program_fuzz, "generate", lambda seed: program)
     kind, detail = program_fuzz.check(0, train=True)
     assert kind == "untraced" and "aot_eager fails too" in detail, detail
+
+
+def test_a_program_whose_backward_eager_refuses_is_invalid():
+    """Generating runs the steps forward only: eager's adaptive_avg_pool2d backward refuses an
+    empty channel dim that its forward accepts (program 710096). Such a program is 'invalid',
+    not a crash of the fuzzer."""
+    kind, detail = program_fuzz.check(710096, train=True)
+    assert kind == "invalid" and "adaptive_avg_pool2d_backward" in detail, detail
