@@ -107,17 +107,33 @@ def _check_rule(x, w, b, args, input_grad: bool, ulps: int) -> None:
             assert got.stride() == want.stride()
 
 
+def test_fp32_patches_are_a_matmul_where_matmuls_keep_fp32(monkeypatch):
+    """An fp32 patch embedding is the fp32 matmul (as exact as the library's, which may run in
+    TF32); where matmuls may run in TF32 themselves (`set_float32_matmul_precision("high")`), it
+    stays the library's. An fp32 stem stays the library's: its rule is for tensor cores."""
+    x, w, b, args = _case("2d-tails", torch.float32)
+    want, got = aten.convolution(x, w, b, *args), _convolution(x, w, b, *args)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    grad = torch.randn(want.shape, generator=torch.Generator().manual_seed(1))
+    wants = aten.convolution_backward(grad, x, w, [7], *args, [True, True, True])
+    gots = _convolution_backward(grad, x, w, [7], *args, [True, True, True])
+    for got, want in zip(gots, wants):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "high")
+    assert _convolution(x, w, b, *args) is NotImplemented
+    stem_x, stem_w, stem_b, stem_args = _window_case("stem")
+    assert _convolution(stem_x.float(), stem_w.float(), None, *stem_args) is NotImplemented
+
+
 def test_what_is_no_patch_embedding_nor_few_channels_stays_the_librarys():
-    """fp32 (cuDNN may run it in TF32, a matmul would not), and with 8 input channels an
-    overlapping stride, padding, groups and a 1×1 kernel: the rules leave the convolution to the
-    library."""
+    """With 8 input channels an overlapping stride, padding, groups and a 1×1 kernel: the rules
+    leave the convolution to the library."""
     x, w, _, args = _case("2d", torch.float32)
     x16, w16 = x.repeat(1, 3, 1, 1)[:, :8].bfloat16(), w.repeat(1, 3, 1, 1)[:, :8].bfloat16()
     overlapping = ([2, 2], *args[1:])
     padded = (args[0], [1, 1], *args[2:])
     pointwise = ([1, 1], *args[1:])
     for image, weight, conv in [
-        (x, w, args),
         (x16, w16, overlapping),
         (x16, w16, padded),
         (x16, w16.reshape(28, 2, 4, 4), (*args[:-1], 4)),

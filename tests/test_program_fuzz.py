@@ -30,7 +30,7 @@ def test_on_the_gpu_a_slice_of_programs_matches_eager(train):
     """Compiled Triton kernels, not the interpreter: C's integer division, real fp16/bf16
     arithmetic and CUDA eager's own kernels are what the CPU slice cannot see."""
     results = {s: program_fuzz.check(s, train=train, device="cuda") for s in range(20)}
-    assert all(kind == "ok" for kind, _ in results.values()), results
+    assert all(kind in ("ok", "invalid") for kind, _ in results.values()), results
 
 
 def test_programs_are_data_drawn_from_the_seed():
