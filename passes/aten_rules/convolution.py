@@ -18,10 +18,10 @@
   cuDNN's tensor-core kernels take channels in multiples of 8, so a 3-channel image is padded to 8
   channels and convolved by a slow kernel: on an H100, ResNet's bf16 stem (32 images of 224×224
   into 64 channels, stride 2) took 197 µs of a 593 µs forward, and its weight gradient 119 µs.
-  In 16 bits, where the input channels are not a multiple of 8, a window holds at most WINDOW_MAX elements
-  and all windows at most ROWS_MAX, the windows are gathered as rows (padded, unfolded:
-  overlapping windows are copied again) and the convolution is one matmul over them, as for
-  patches. The weight's gradient is the matmul of the output's gradient with the same rows. The
+  In 16 bits, where the input channels are not a multiple of 8, a window holds at most
+  WINDOW_MAX elements and all windows at most ROWS_MAX, the windows are gathered as rows
+  (padded, unfolded: overlapping windows are copied again) and the convolution is one matmul
+  over them, as for patches. The weight's gradient is the matmul of the output's gradient with the same rows. The
   input's gradient, where asked for (a stem's image asks for none), stays the library's: it
   would be a scatter of overlapping windows. ResNet's forward took 552 µs so (the gather 115 µs,
   the matmul 72 µs), a training step 1694 µs against 1829 µs; the rows cost 122 MB of memory.
@@ -155,7 +155,7 @@ def _is_few_channels(x, weight, stride, padding, dilation, transposed, groups) -
     width = math.prod(weight.shape[1:])
     return (
         _is_matmul_like(x, weight, dilation, transposed, groups)
-        and x.dtype != torch.float32  # (fp32 runs on no tensor cores: no padding to 8 to avoid)
+        and x.dtype != torch.float32  # (measured on 16-bit kernels only)
         and weight.shape[1] % 8 != 0
         and width <= WINDOW_MAX
         and guard_or_false(
