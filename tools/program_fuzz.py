@@ -30,8 +30,9 @@ outputs are compared too (a backward graph). Each program lands in one class:
               lays the gradient of an unfold's overlapping windows out as the windows are, and
               loses all but one of each element's terms). Not mind's to answer, and not
               counted against it
-    invalid   eager's own backward refuses the program (adaptive_avg_pool2d's backward of an
-              empty channel dim): generating ran its steps forward only; not counted either
+    invalid   eager itself refuses the program where it is checked: generating ran the steps
+              forward only, on the CPU (adaptive_avg_pool2d's backward of an empty channel dim;
+              CUDA's aminmax, which has no derivative); not counted either
 
 mind-opt reruns a fallback's failing pass on the reproducer its warning names. On CPU the
 kernels run in Triton's interpreter; tests/test_program_fuzz.py runs a fixed-seed slice.
@@ -154,8 +155,8 @@ def check(
     inputs = program.inputs(seed, device)
     try:
         want = _results(run, program, inputs, train, quiet=True)
-    except RuntimeError as exc:  # generating ran the steps forward only
-        return "invalid", f"eager's backward refuses it: {str(exc).splitlines()[0]}"
+    except RuntimeError as exc:  # generating ran the steps forward only, on the CPU
+        return "invalid", f"eager refuses it: {str(exc).splitlines()[0]}"
     torch._dynamo.reset()
     compiled = torch.compile(run, backend="mind", dynamic=dynamic)
     with warnings.catch_warnings(record=True) as caught:
