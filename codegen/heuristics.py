@@ -15,7 +15,8 @@ graph was traced, its `hints`, else SIZE_HINT), as Inductor does.
   warps, so every row of the tile reads 32 contiguous elements and a wide matrix still gives
   many programs. On an H200, tuning bf16 Llama and GPT-2 training steps, 32 x 16 with 8 warps
   (the old rule) lost to 32-64 x 64 with 4 warps by 1.04-1.75x on the parts of split weight and
-  bias gradients (rows of 128), where 16 rows a step left a program too little to load. Few
+  bias gradients (rows of 128), where 16 rows a step left a program too little to load; a body
+  loading many words along r takes fewer rows (OUTER_LOAD_WORDS), down to 8. Few
   short columns (FEW_COLUMNS, SHORT_COLUMN) take a column or a few a program instead, each
   column in one step.
 - warps: a warp per 128 elements of the tile, 2 to 8; a looped inner row of at least LONG_ROW
@@ -50,6 +51,14 @@ OUTER_PERSISTENT_MAX = 64
 #: program: at 32 columns a program, 64 columns of 784 rows ran as 2 programs of 13 dependent
 #: steps, 20 us on an H200; a column a program takes 5.5 us (ResNet training's batch norms)
 FEW_COLUMNS, SHORT_COLUMN = 512, 1024
+#: a looped column tile holds about this many 32-bit words of its loads along r in each thread
+#: (an int64 counts 2): every loaded element takes a register, and the loads of a step are in
+#: flight together. 32 columns by 64 rows on 4 warps, 16 elements a thread, won tuning on column
+#: sums of up to about 8 words (split weight gradients); beyond 128 words a thread spills. ResNet
+#: training's stem in fp32 on an H100: its batch norm backward fused with the max pool's backward
+#: loads 26 words along r (the pool's four windows, each an index and four gradients), and at 16
+#: elements a thread took 331 us, where Inductor's two kernels for the same work took 281
+OUTER_LOAD_WORDS = 128
 #: the widest R0_BLOCK of a looped reduction
 MAX_R_BLOCK = 2048
 #: the most warps a reduction's program gets, and the most a looped row shorter than LONG_ROW gets
@@ -160,6 +169,7 @@ def looped_config(
     max_r_block: int,
     max_warps: int = MAX_WARPS,
     itemsize: int = 4,
+    outer_rows: int = 64,
 ) -> LaunchConfig:
     if inner:
         rblock = min(max_r_block, next_power_of_2(rnumel))
@@ -175,9 +185,17 @@ def looped_config(
         # Inductor's OUTER_TINY config, each program a column or a few, their rows in one step
         rblock = min(max_r_block, next_power_of_2(rnumel))
         return _reduction(2 * (256 // rblock) if rblock <= 256 else 1, rblock, max_warps)
-    rblock = min(64, max_r_block, next_power_of_2(rnumel))
+    rblock = min(outer_rows, max_r_block, next_power_of_2(rnumel))
     blocks = {"XBLOCK": min(32, next_power_of_2(xnumel)), "R0_BLOCK": rblock}
     return LaunchConfig(blocks, min(max_warps, 4))
+
+
+def outer_r_block(load_words: int, budget: int = OUTER_LOAD_WORDS) -> int:
+    """A looped column tile's rows: 64 (16 elements a thread, at 32 columns and 4 warps) for up
+    to `budget` / 16 words loaded along r, halved as the loads double, down to 8 (2 elements a
+    thread)."""
+    per_thread = 1 << max(0, (budget // max(1, load_words)).bit_length() - 1)
+    return 4 * min(16, max(2, per_thread))
 
 
 def template_config(m: int, n: int, k: int, itemsize: int) -> LaunchConfig:
@@ -231,7 +249,8 @@ def looped_candidates(xnumel: int, rnumel: int, inner: bool) -> list[LaunchConfi
     if inner:
         shapes = [(1, b) for b in (512, 1024, 2048, 4096)] + [(2, 1024), (4, 512), (8, 512)]
     else:
-        shapes = [(32, 64), (64, 64), (16, 32), (64, 16), (128, 8), (8, 512), (64, 4), (32, 16)]
+        shapes = [(32, 64), (64, 64), (32, 32), (16, 32), (64, 16), (128, 8), (8, 512), (64, 4)]
+        shapes += [(32, 16), (32, 8)]
         shapes += [(64, 8), (1, 1024), (2, 512), (4, 256), (8, 128)]
     # a long row may take a program of 1024 threads (VERY_LONG_ROW's rule; tuning finds where)
     warps = ((4, 8, 16, 32) if rnumel >= LONG_ROW else (4, 8, 16)) if inner else (4, 8)

@@ -21,11 +21,11 @@ from mind.ir.symbols import size_hint, sym
 from mind.ir.types import ScalarType
 
 from .accumulators import accumulator
-from .heuristics import looped_candidates, looped_config
+from .heuristics import looped_candidates, looped_config, outer_r_block
 from .kernel import KernelBuilder, Scope
 from .plan import Options, Strategy
 from .scans import Carry, carry_init, holds_row
-from .tiling import Tiling, reduction_tiling, row_itemsize
+from .tiling import Tiling, reduction_tiling, row_itemsize, row_load_words
 
 
 class Looped(Strategy):
@@ -36,10 +36,11 @@ class Looped(Strategy):
 
     def tiling(self, node: Node, options: Options) -> Tiling:
         itemsize = row_itemsize(node)
+        rows = outer_r_block(row_load_words(node), options.outer_load_words)
         return reduction_tiling(
             node,
             lambda x, r, inner: looped_config(
-                x, r, inner, options.max_r_block, options.max_warps, itemsize
+                x, r, inner, options.max_r_block, options.max_warps, itemsize, rows
             ),
         )
 

@@ -27,6 +27,7 @@ class Options(Protocol):
 
     persistent_max: int
     max_r_block: int
+    outer_load_words: int
     max_warps: int
     autotune: bool
     cooperative: bool

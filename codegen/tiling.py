@@ -218,12 +218,21 @@ def row_size(node: Node) -> int:
 
 def row_itemsize(node: Node) -> int:
     """The widest element a reduction's body loads along r (4 when it loads none)."""
+    return max(_r_load_sizes(node), default=4)
+
+
+def row_load_words(node: Node) -> int:
+    """The 32-bit words a reduction's body loads along r per element of its tile: the registers
+    its loads take (an int64 or a float64 two)."""
+    return sum(max(1, size // 4) for size in _r_load_sizes(node))
+
+
+def _r_load_sizes(node: Node) -> list[int]:
     rs = _r_vars(node)
     loaded = (op for op in node.body.ops if isinstance(op, Load))
-    sizes = [
+    return [
         op.result.type.dtype.itemsize for op in loaded if sympy.sympify(op.index).free_symbols & rs
     ]
-    return max(sizes, default=4)
 
 
 def _r_vars(node: Node) -> set[sympy.Symbol]:

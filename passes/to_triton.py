@@ -38,7 +38,7 @@ from mind.analysis.phases import writes_over
 from mind.analysis.views import alias_of, bases, memory_of
 from mind.codegen import KernelPlan, plan_node
 from mind.codegen.combo import plan_combo
-from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS
+from mind.codegen.heuristics import MAX_R_BLOCK, MAX_WARPS, OUTER_LOAD_WORDS
 from mind.codegen.plan import python_name
 from mind.dialects.collectives import KINDS, Start, waits_of
 from mind.dialects.common import (
@@ -124,6 +124,11 @@ class ToTriton(Pass, name="to-triton", input="scheduled", output="triton"):
         " element size, 1024 for 32-bit rows and 4096 for 16-bit ones",
     )
     max_r_block: int = option(MAX_R_BLOCK, "the widest block of a looped reduction")
+    outer_load_words: int = option(
+        OUTER_LOAD_WORDS,
+        "a looped column reduction's rows per step shrink (64 to 8) so a thread holds about"
+        " this many 32-bit words of its loads",
+    )
     max_warps: int = option(
         MAX_WARPS,
         "the most warps of a looped reduction (rows of 8192 elements take 16, of 65536 (16384 of"
