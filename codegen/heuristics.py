@@ -53,8 +53,8 @@ OUTER_PERSISTENT_MAX = 64
 FEW_COLUMNS, SHORT_COLUMN = 512, 1024
 #: a looped column tile holds about this many 32-bit words of its loads along r in each thread
 #: (an int64 counts 2): every loaded element takes a register, and the loads of a step are in
-#: flight together. 32 columns by 64 rows on 4 warps, 16 elements a thread, won tuning on column
-#: sums of up to about 8 words (split weight gradients); beyond 128 words a thread spills. ResNet
+#: flight together. 32 columns by 64 rows on 4 warps, 16 elements a thread, won tuning on split
+#: weight gradients (a few loads each); 256 words or more cannot all be in registers. ResNet
 #: training's stem in fp32 on an H100: its batch norm backward fused with the max pool's backward
 #: loads 26 words along r (the pool's four windows, each an index and four gradients), and at 16
 #: elements a thread took 331 us, where Inductor's two kernels for the same work took 281
