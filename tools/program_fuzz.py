@@ -9,10 +9,11 @@ then one long or empty; now and then the first input laid out otherwise than den
 in memory, every other element of a larger tensor, or broadcast along a dim) and dtype (f32,
 bf16, f16, i32 or i64), and two to seven steps, each an op of `OPS` (tools/program_ops.py) on
 earlier values with its parameters (a dim, keepdim, ...). Generating runs each step eagerly and
-keeps only steps eager accepts, so every program is valid. `run` interprets a program with nothing random left, which
-Dynamo traces as straight-line code; the program returns its last value and its first step's,
-two outputs of the one graph. With `--train` the float inputs' gradients of a loss over both
-outputs are compared too (a backward graph). Each program lands in one class:
+keeps only steps eager accepts, forward on the CPU (a program eager refuses elsewhere is
+`invalid`, below). `run` interprets a program with nothing random left, which Dynamo traces as
+straight-line code; the program returns its last value and its first step's, two outputs of
+the one graph. With `--train` the float inputs' gradients of a loss over both outputs are
+compared too (a backward graph). Each program lands in one class:
 
     ok        the same shapes, dtypes and values as eager: within 1e-3 (two roundings of a
               narrower dtype, or of one a step rounds to inside: `to_bf16`), or within twice

@@ -21,9 +21,9 @@
   In 16 bits, where the input channels are not a multiple of 8, a window holds at most
   WINDOW_MAX elements and all windows at most ROWS_MAX, the windows are gathered as rows
   (padded, unfolded: overlapping windows are copied again) and the convolution is one matmul
-  over them, as for patches. The weight's gradient is the matmul of the output's gradient with the same rows. The
-  input's gradient, where asked for (a stem's image asks for none), stays the library's: it
-  would be a scatter of overlapping windows. ResNet's forward took 552 µs so (the gather 115 µs,
+  over them, as for patches. The weight's gradient is the matmul of the output's gradient with
+  the same rows. The input's gradient, where asked for (a stem's image asks for none), stays the
+  library's: it would be a scatter of overlapping windows. ResNet's forward took 552 µs so (the gather 115 µs,
   the matmul 72 µs), a training step 1694 µs against 1829 µs; the rows cost 122 MB of memory.
   Where nothing but the matmul reads the rows (inference: no backward saves them), a Triton
   template gathers them tile by tile instead, with the batch norm and ReLU after it
